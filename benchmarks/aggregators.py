@@ -1,0 +1,149 @@
+"""Per-update time of every aggregation rule, as a multiple of one copy of the model.
+
+Run by hand (not a test): ``python benchmarks/aggregators.py``. Targets (issue 2): ASGD <= 4x a
+copy, every rule <= 15x, GSGM with 1,000 cached nodes <= 1.5x its time with 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from fl_async.aggregators import (
+    ASGD,
+    DCASGD,
+    GSGM,
+    SSGD,
+    Aggregator,
+    ClientUpdate,
+    FedAsync,
+    FedBuff,
+    TrendSmooth,
+)
+
+RULES: dict[str, Callable[[], Aggregator]] = {
+    "SSGD": lambda: SSGD(num_nodes=10),
+    "ASGD": lambda: ASGD(lr=0.1),
+    "FedAsync": FedAsync,
+    "FedBuff": lambda: FedBuff(buffer_size=10),
+    "DCASGD": DCASGD,
+    "DCASGD(adaptive)": lambda: DCASGD(adaptive=True),
+    "GSGM": GSGM,
+    "TrendSmooth(sgd)": lambda: TrendSmooth(lr=0.1),
+    "TrendSmooth(momentum)": lambda: TrendSmooth(lr=0.1, base="momentum"),
+    "TrendSmooth(adam)": lambda: TrendSmooth(lr=0.01, base="adam"),
+}
+
+
+def make_model(num_params: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A model of ``num_params`` float32 values in four arrays, shaped like a small network."""
+    big = num_params // 2
+    quarter = num_params // 4
+    rest = num_params - big - 2 * quarter
+    shapes = [(big // 1000, 1000), (quarter // 1000, 1000), (quarter,), (rest,)]
+    return [rng.normal(scale=0.05, size=s).astype(np.float32) for s in shapes]
+
+
+def time_copy(model: list[np.ndarray], repeats: int) -> float:
+    """Median seconds for one copy of the model (``[p.copy() for p in model]``)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        copies = [p.copy() for p in model]
+        times.append(time.perf_counter() - start)
+        del copies
+    return statistics.median(times)
+
+
+def time_rule(
+    agg: Aggregator,
+    model: list[np.ndarray],
+    deltas: list[list[np.ndarray]],
+    updates: int,
+    num_nodes: int,
+) -> float:
+    """Median seconds per update over ``updates`` updates from ``num_nodes`` nodes (staleness 1)."""
+    agg.init(model)
+    base = [p.copy() for p in model]
+    for node in range(num_nodes):  # warm up: every node cached, scratch allocated
+        agg.apply(ClientUpdate(node_id=node, delta=deltas[node % len(deltas)], base=base))
+    times = []
+    for i in range(updates):
+        update = ClientUpdate(
+            node_id=i % num_nodes, delta=deltas[i % len(deltas)], base=base, staleness=0
+        )
+        start = time.perf_counter()
+        agg.apply(update)
+        times.append(time.perf_counter() - start)
+    # Buffering rules step once per buffer: the mean spreads the step over its updates.
+    return statistics.fmean(times) if isinstance(agg, (SSGD, FedBuff)) else statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", type=int, default=4_000_000, help="model size (floats)")
+    parser.add_argument("--updates", type=int, default=30, help="timed updates per rule")
+    parser.add_argument(
+        "--gsgm-params", type=int, default=1_000_000, help="model size for the 1,000-node test"
+    )
+    parser.add_argument("--gsgm-nodes", type=int, default=1000)
+    parser.add_argument("--out", default="benchmarks/results/aggregators.json")
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(0)
+    model = make_model(args.params, rng)
+    deltas = [
+        [rng.normal(scale=1e-3, size=p.shape).astype(np.float32) for p in model] for _ in range(3)
+    ]
+    copy_s = time_copy(model, repeats=30)
+    print(f"model: {sum(p.size for p in model):,} float32 values; one copy {copy_s * 1e3:.2f} ms")
+    print(f"{'rule':24s} {'ms/update':>10s} {'x copy':>8s}")
+    results: dict[str, dict[str, float]] = {}
+    for name, make in RULES.items():
+        seconds = time_rule(make(), model, deltas, args.updates, num_nodes=10)
+        results[name] = {"ms_per_update": seconds * 1e3, "x_copy": seconds / copy_s}
+        print(f"{name:24s} {seconds * 1e3:10.2f} {seconds / copy_s:8.2f}")
+
+    small = make_model(args.gsgm_params, rng)
+    small_deltas = [
+        [rng.normal(scale=1e-3, size=p.shape).astype(np.float32) for p in small] for _ in range(3)
+    ]
+    few = time_rule(GSGM(), small, small_deltas, args.updates, num_nodes=10)
+    many = time_rule(GSGM(), small, small_deltas, args.updates, num_nodes=args.gsgm_nodes)
+    ratio = many / few
+    print(
+        f"GSGM on {args.gsgm_params:,} values: {few * 1e3:.2f} ms/update with 10 cached nodes, "
+        f"{many * 1e3:.2f} ms with {args.gsgm_nodes:,}: ratio {ratio:.2f}"
+    )
+    report = {
+        "machine": {"cpus": platform.processor() or platform.machine(), "numpy": np.__version__},
+        "params": args.params,
+        "copy_ms": copy_s * 1e3,
+        "rules": results,
+        "gsgm_scaling": {
+            "params": args.gsgm_params,
+            "ms_10_nodes": few * 1e3,
+            f"ms_{args.gsgm_nodes}_nodes": many * 1e3,
+            "ratio": ratio,
+        },
+        "targets": {
+            "asgd_x_copy<=4": results["ASGD"]["x_copy"] <= 4,
+            "every_rule_x_copy<=15": all(r["x_copy"] <= 15 for r in results.values()),
+            "gsgm_ratio<=1.5": ratio <= 1.5,
+        },
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"targets: {report['targets']}; written to {out}")
+
+
+if __name__ == "__main__":
+    main()

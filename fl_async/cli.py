@@ -1,0 +1,34 @@
+"""The ``fl-async`` command: one subcommand per tool (``fl-async partition``, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
+# Modules are imported only when their subcommand runs, so ``fl-async --help`` stays fast.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "partition": ("fl_async.partitioning.cli", "Split a dataset's labels into non-IID partitions."),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) and run the chosen subcommand."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="fl-async", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] not in SUBCOMMANDS:
+        parser.parse_args(argv)  # prints usage and exits with a clear error
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+    sub_parser = argparse.ArgumentParser(prog=f"fl-async {argv[0]}", description=SUBCOMMANDS[argv[0]][1])
+    module.add_arguments(sub_parser)
+    return int(module.run(sub_parser.parse_args(argv[1:])) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
