@@ -9,6 +9,7 @@ from fl_async.aggregators import (
     ASGD,
     DCASGD,
     GSGM,
+    ODSGD,
     SSGD,
     ClientUpdate,
     Constant,
@@ -371,3 +372,22 @@ def test_rules_that_read_the_base_reject_updates_without_one():
 def test_init_rejects_unsupported_dtypes():
     with pytest.raises(TypeError, match="params\\[0\\] has dtype bool"):
         ASGD().init([np.array([True])])
+
+
+def test_odsgd_buffers_each_iteration_by_hand():
+    def it(node, delta, iteration):
+        return ClientUpdate(node_id=node, delta=[arr(delta)], base=None, iteration=iteration)
+
+    agg = ODSGD(lr=1.0, num_nodes=2)
+    agg.init([arr(W0)])
+    assert not agg.apply(it(1, [1.0, 1.0], 0))
+    assert not agg.apply(it(1, [2.0, 2.0], 1))  # the fast node runs ahead one iteration
+    assert agg.pending_iterations == [1]
+    assert agg.apply(it(2, [3.0, 3.0], 0))  # mean [2, 2]
+    np.testing.assert_allclose(agg.params[0], [-1.0, 0.0])
+    assert agg.held == 1 and agg.pending_iterations == []
+    assert agg.apply(it(2, [0.0, 0.0], 1))  # mean [1, 1]
+    np.testing.assert_allclose(agg.params[0], [-2.0, -1.0])
+    assert not agg.apply(it(1, [5.0, 5.0], 0))
+    assert not agg.apply(it(1, [5.0, 5.0], None))
+    assert agg.num_rejected == {"too-stale": 1, "missing-iteration": 1}

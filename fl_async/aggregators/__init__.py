@@ -10,12 +10,14 @@ from fl_async.aggregators.dcasgd import DCASGD
 from fl_async.aggregators.fedasync import FedAsync
 from fl_async.aggregators.fedbuff import FedBuff
 from fl_async.aggregators.gsgm import GSGM
+from fl_async.aggregators.odsgd import ODSGD
 from fl_async.aggregators.ssgd import SSGD
 from fl_async.aggregators.staleness import Constant, Hinge, Polynomial, StalenessFn
 from fl_async.aggregators.trend_smooth import TrendSmooth
 
 AGGREGATORS: dict[str, type[Aggregator]] = {
-    cls.name.lower(): cls for cls in (SSGD, ASGD, FedAsync, FedBuff, DCASGD, GSGM, TrendSmooth)
+    cls.name.lower(): cls
+    for cls in (SSGD, ASGD, FedAsync, FedBuff, DCASGD, GSGM, TrendSmooth, ODSGD)
 }
 """Every rule by lower-case name (``"gsgm"``, ``"trendsmooth"``, ...)."""
 
@@ -24,6 +26,7 @@ __all__ = [
     "ASGD",
     "DCASGD",
     "GSGM",
+    "ODSGD",
     "SSGD",
     "Aggregator",
     "ClientUpdate",

@@ -35,6 +35,8 @@ class ClientUpdate:
     base: Sequence[np.ndarray] | None = None
     staleness: int = 0
     num_examples: int = 1
+    iteration: int | None = None
+    """The node's iteration index (its count of finished tasks); read by OD-SGD only."""
 
 
 class Rejected(Exception):

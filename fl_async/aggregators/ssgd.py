@@ -80,28 +80,36 @@ class SSGD(Aggregator):
     ) -> bool:
         if update.staleness > 0:
             raise Rejected("too-stale")
+        return self._barrier_step(update, delta, base)
+
+    def _barrier_step(self, update: ClientUpdate, delta: Arrays, base: Arrays | None) -> bool:
+        """Hold the update, or step if it completes the barrier."""
         if update.node_id in self._held:
             raise Rejected("duplicate")
-        entry = (int(update.num_examples), delta)
         if self._num_nodes is None or len(self._held) + 1 < self._num_nodes:
-            slot = self._free.pop() if self._free else self._zeros()
-
-            def kernel(s, d) -> float:
-                np.copyto(s, d)
-                return probe(s)
-
-            total = run_chunked(kernel, slot, delta)
-            try:
-                self._require_finite(total, [slot], delta, base)
-            except Rejected:
-                self._free.append(slot)
-                raise
-            self._held[update.node_id] = (entry[0], slot)
+            self._held[update.node_id] = self._hold(update, delta, base)
             return False
+        entry = (int(update.num_examples), delta)
         if not self._aggregate(extra=(update.node_id, entry)):
             self._require_finite(float("nan"), [self._next], delta, base)
         self._commit()
         return True
+
+    def _hold(self, update: ClientUpdate, delta: Arrays, base: Arrays | None) -> tuple[int, Arrays]:
+        """A checked copy of the update's delta in a reused slot, with its example count."""
+        slot = self._free.pop() if self._free else self._zeros()
+
+        def kernel(s, d) -> float:
+            np.copyto(s, d)
+            return probe(s)
+
+        total = run_chunked(kernel, slot, delta)
+        try:
+            self._require_finite(total, [slot], delta, base)
+        except Rejected:
+            self._free.append(slot)
+            raise
+        return int(update.num_examples), slot
 
     def _aggregate(self, extra: tuple[int, tuple[int, Arrays]] | None) -> bool:
         """Write the step's new model into ``self._next``; return whether it is finite."""

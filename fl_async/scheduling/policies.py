@@ -1,0 +1,375 @@
+"""Dispatch policies: when an idle node may start its next task (ALGORITHMS.md, "SSP and ASP").
+
+Every policy keeps a clock ``c_k`` per node (its finished tasks: applied, buffered or rejected) and
+the active set. The event loop calls ``join`` / ``leave`` as nodes come and go, asks ``may_start``
+for each idle node, and reports ``started`` and ``finished``. Policies hold no randomness, so a
+run's dispatch history depends only on the order of these calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fl_async.scheduling._checks import check_int, check_number
+
+
+class _MinCounter:
+    """The smallest clock over a set of nodes: O(1) per +1 tick, O(distinct clocks) otherwise."""
+
+    def __init__(self, clocks: list[int] | None = None) -> None:
+        self._count: dict[int, int] = {}
+        self.min: int | None = None
+        for c in clocks or []:
+            self.add(c)
+
+    def add(self, c: int) -> None:
+        self._count[c] = self._count.get(c, 0) + 1
+        if self.min is None or c < self.min:
+            self.min = c
+
+    def remove(self, c: int) -> None:
+        left = self._count[c] - 1
+        if left:
+            self._count[c] = left
+            return
+        del self._count[c]
+        if c == self.min:
+            if c + 1 in self._count:  # the common case: the slowest node ticked forward
+                self.min = c + 1
+            else:
+                self.min = min(self._count) if self._count else None
+
+    def move(self, old: int, new: int) -> None:
+        self.add(new)
+        self.remove(old)
+
+
+def _check_node(node: int) -> int:
+    return check_int("node", node, minimum=0)
+
+
+class DispatchPolicy:
+    """Base of every policy: the clocks ``c_k`` and the active set; subclasses decide starts.
+
+    A node that left is inactive (not counted in the minimum) until its next success; a node
+    that joins, or succeeds while inactive, starts at the minimum clock of the counted nodes.
+    ``may_start`` and ``started`` treat an inactive node as if it stood at that minimum, since
+    that is where its next success puts it.
+    """
+
+    name: ClassVar[str] = "DispatchPolicy"
+
+    def __init__(self) -> None:
+        self._clock: dict[int, int] = {}
+        self._active: set[int] = set()
+        self._floor = _MinCounter()
+
+    # ----------------------------------------------------------------------------- public API
+    def join(self, node: int) -> None:
+        """``node`` enters (or re-enters) the active set at the active minimum (0 when none)."""
+        node = _check_node(node)
+        if node not in self._active:
+            self._activate(node, self._entry_clock())
+
+    def leave(self, node: int) -> None:
+        """``node``'s task failed or timed out, or it vanished: inactive until its next success."""
+        node = _check_node(node)
+        if node not in self._active:
+            return
+        if self._counted(node):
+            self._floor.remove(self._clock[node])
+        self._active.discard(node)
+
+    def may_start(self, node: int, version: int) -> bool:
+        """Whether the idle ``node`` may start a task now, the global model being at ``version``."""
+        node = self._known(node)
+        version = check_int("version", version, minimum=0)
+        return self._may_start(node, self._task_clock(node), version)
+
+    def started(self, node: int, version: int) -> int:
+        """A task was dispatched to ``node`` at ``version``: return its iteration index, ``c_k``."""
+        node = self._known(node)
+        check_int("version", version, minimum=0)
+        return self._task_clock(node)
+
+    def finished(self, node: int, *, duration: float) -> None:
+        """``node``'s reply was handled: ``c_k += 1`` (an inactive node first rejoins)."""
+        node = self._known(node)
+        duration = check_number("duration", duration)
+        if node not in self._active:
+            self._activate(node, self._entry_clock())
+        self._set_clock(node, self._clock[node] + 1)
+        self._on_finished(node, duration)
+
+    def clock(self, node: int) -> int:
+        """``c_k``: the number of tasks ``node`` has finished (reset on rejoining)."""
+        return self._clock[self._known(node)]
+
+    @property
+    def active(self) -> frozenset[int]:
+        """The nodes counted as present: joined and not failed since their last success."""
+        return frozenset(self._active)
+
+    @property
+    def min_clock(self) -> int | None:
+        """The smallest clock among the nodes the policy's bound counts (None when none)."""
+        return self._floor.min
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The policy's parameters, for logs and checkpoints."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of all state as plain Python values (no callables)."""
+        return {
+            "name": self.name,
+            "hyperparameters": self.hyperparameters(),
+            "clock": dict(self._clock),
+            "active": sorted(self._active),
+            **self._extra_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict()`` (also on a freshly constructed policy) and resume exactly."""
+        if state.get("name") != self.name:
+            raise ValueError(f"state_dict is for {state.get('name')!r}, not {self.name!r}")
+        saved = state.get("hyperparameters")
+        if saved != self.hyperparameters():
+            raise ValueError(
+                f"state_dict was saved with hyperparameters {saved!r}; "
+                f"this {self.name} has {self.hyperparameters()!r}"
+            )
+        self._clock = {int(k): int(c) for k, c in state["clock"].items()}
+        self._active = {int(k) for k in state["active"]}
+        self._load_extra_state(state)
+        self._rebuild_floor()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
+        return f"{type(self).__name__}({args})"
+
+    # ---------------------------------------------------------------------- for subclasses
+    def _may_start(self, node: int, clock: int, version: int) -> bool:
+        """The rule: may ``node``, standing at ``clock``, start a task at ``version``?"""
+        return True
+
+    def _on_finished(self, node: int, duration: float) -> None:  # noqa: B027 (a hook)
+        """Called after ``node``'s clock advanced; ``duration`` is its task's time in seconds."""
+
+    def _counted(self, node: int) -> bool:
+        """Whether ``node``'s clock enters the minimum the bound is measured from."""
+        return node in self._active
+
+    def _entry_clock(self) -> int:
+        """The clock a joining or returning node starts at."""
+        return self._floor.min if self._floor.min is not None else 0
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (a hook)
+        """Restore what ``_extra_state`` saved."""
+
+    def _rebuild_floor(self) -> None:
+        self._floor = _MinCounter([c for k, c in self._clock.items() if self._counted(k)])
+
+    # ------------------------------------------------------------------------- internals
+    def _known(self, node: int) -> int:
+        node = _check_node(node)
+        if node not in self._clock:
+            raise ValueError(f"node {node} has not joined {self.name}; call join({node}) first")
+        return node
+
+    def _task_clock(self, node: int) -> int:
+        return self._clock[node] if node in self._active else self._entry_clock()
+
+    def _activate(self, node: int, clock: int) -> None:
+        self._clock[node] = clock
+        self._active.add(node)
+        if self._counted(node):
+            self._floor.add(clock)
+
+    def _set_clock(self, node: int, clock: int) -> None:
+        if self._counted(node):
+            self._floor.move(self._clock[node], clock)
+        self._clock[node] = clock
+
+
+def _check_bound(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+class Asynchronous(DispatchPolicy):
+    """Fully asynchronous (ALGORITHMS.md, "SSP and ASP"): a node may always start a task."""
+
+    name = "Asynchronous"
+
+
+class SSP(DispatchPolicy):
+    """Stale synchronous parallel (Ho et al. 2013; ALGORITHMS.md, "SSP and ASP").
+
+    A node may start only while ``c_k - min_j c_j <= staleness_bound`` over the active nodes.
+    """
+
+    name = "SSP"
+
+    def __init__(self, staleness_bound: int) -> None:
+        super().__init__()
+        self.staleness_bound = _check_bound("staleness_bound", staleness_bound)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {"staleness_bound": self.staleness_bound}
+
+    def _may_start(self, node: int, clock: int, version: int) -> bool:
+        lowest = self._floor.min
+        return lowest is None or clock - lowest <= self.staleness_bound
+
+
+class WhiteList(SSP):
+    """GSGM's white list (ALGORITHMS.md, "GSGM", part 1): SSP with ``staleness_bound = slack``.
+
+    ``slack = 0`` lets every node contribute once per cycle.
+    """
+
+    name = "WhiteList"
+
+    def __init__(self, slack: int = 0) -> None:
+        super().__init__(_check_bound("slack", slack))
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {"slack": self.staleness_bound}
+
+
+class Barrier(SSP):
+    """A synchronous barrier, SSP with bound 0 (ALGORITHMS.md, "SSGD"): lock-step cycles."""
+
+    name = "Barrier"
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {}
+
+
+class OneStepDelay(DispatchPolicy):
+    """OD-SGD's dispatch (ALGORITHMS.md, "OD-SGD"): iteration ``i = c_k`` needs version ``i - 1``.
+
+    A node is held back only by the stragglers of the iteration before its latest one. The
+    first ``warmup_steps`` iterations run as a barrier (plain SSGD): iteration ``i`` needs ``i``.
+    """
+
+    name = "OneStepDelay"
+
+    def __init__(self, warmup_steps: int = 0) -> None:
+        super().__init__()
+        self.warmup_steps = _check_bound("warmup_steps", warmup_steps)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {"warmup_steps": self.warmup_steps}
+
+    def _may_start(self, node: int, clock: int, version: int) -> bool:
+        if clock < self.warmup_steps:
+            return version >= clock
+        return version >= max(clock - 1, 0)
+
+
+class ASP(DispatchPolicy):
+    """Adaptive synchronous parallel (Zhang et al. 2018; ALGORITHMS.md, "SSP and ASP").
+
+    A reconstruction. Each node's task duration is an EMA ``d_k <- 0.7 d_k + 0.3 x`` (the first
+    ``x`` sets it); its relative speed is ``p_k = median_j d_j / d_k``, the median over the active
+    nodes measured so far. Every ``period`` finished tasks (None: the number of nodes that have
+    joined) the synchronous group is recomputed: the nodes with ``p_k >= p_min``, and those not
+    measured yet. Group members follow SSP with ``staleness_bound`` among themselves; the others
+    may always start. A node re-entering the group has its clock raised to the group's minimum,
+    as if it joined, so that it does not hold the group back for the tasks it missed.
+    """
+
+    name = "ASP"
+    ema_weight: ClassVar[float] = 0.3
+    """Weight of the newest duration in the EMA ``d_k``."""
+
+    def __init__(
+        self, *, staleness_bound: int = 2, p_min: float = 0.5, period: int | None = None
+    ) -> None:
+        super().__init__()
+        self.staleness_bound = _check_bound("staleness_bound", staleness_bound)
+        p_min = check_number("p_min", p_min, strict=True)
+        if p_min > 1.0:
+            raise ValueError(f"p_min must be in (0, 1], got {p_min!r}")
+        self.p_min = p_min
+        self.period = None if period is None else check_int("period", period, minimum=1)
+        self._duration: dict[int, float] = {}
+        self._asynchronous: set[int] = set()
+        self._since_recompute = 0
+
+    @property
+    def group(self) -> frozenset[int]:
+        """The synchronous group: every node that has joined and is not marked slow."""
+        return frozenset(k for k in self._clock if k not in self._asynchronous)
+
+    @property
+    def durations(self) -> dict[int, float]:
+        """A copy of the EMA task duration ``d_k`` of every node measured so far."""
+        return dict(self._duration)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {"staleness_bound": self.staleness_bound, "p_min": self.p_min, "period": self.period}
+
+    def _counted(self, node: int) -> bool:
+        return node in self._active and node not in self._asynchronous
+
+    def _entry_clock(self) -> int:
+        if self._floor.min is not None:
+            return self._floor.min
+        return min((self._clock[k] for k in self._active), default=0)
+
+    def _may_start(self, node: int, clock: int, version: int) -> bool:
+        lowest = self._floor.min
+        if node in self._asynchronous or lowest is None:
+            return True
+        return clock - lowest <= self.staleness_bound
+
+    def _on_finished(self, node: int, duration: float) -> None:
+        old = self._duration.get(node)
+        w = self.ema_weight
+        self._duration[node] = duration if old is None else (1.0 - w) * old + w * duration
+        self._since_recompute += 1
+        period = self.period if self.period is not None else len(self._clock)
+        if self._since_recompute >= period:
+            self._since_recompute = 0
+            self._recompute_group()
+
+    def _recompute_group(self) -> None:
+        measured = [self._duration[k] for k in self._active if k in self._duration]
+        if not measured:
+            return
+        median = float(np.median(measured))
+        slow = {k for k, d in self._duration.items() if d > 0 and median / d < self.p_min}
+        stayers = [
+            self._clock[k] for k in self._active if k not in self._asynchronous and k not in slow
+        ]
+        entering = [k for k in self._asynchronous - slow if k in self._active]
+        if stayers:
+            lowest = min(stayers)
+            for k in entering:
+                self._clock[k] = max(self._clock[k], lowest)
+        self._asynchronous = slow
+        self._rebuild_floor()
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "duration": dict(self._duration),
+            "asynchronous": sorted(self._asynchronous),
+            "since_recompute": self._since_recompute,
+        }
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self._duration = {int(k): float(d) for k, d in state["duration"].items()}
+        self._asynchronous = {int(k) for k in state["asynchronous"]}
+        self._since_recompute = int(state["since_recompute"])

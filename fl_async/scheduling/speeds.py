@@ -1,0 +1,102 @@
+"""Node speed models: how each node's time per example ``t_sample`` is drawn (seconds per example).
+
+Each model is a small frozen dataclass; ``draw(rng)`` takes one node's own generator (see
+``VirtualClock`` for the seeding layout), so a node's speed never depends on any other node.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from fl_async.scheduling._checks import check_number
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """``t_sample = median * exp(sigma * z)``, ``z ~ N(0, 1)``: the default, median 1, sigma 1."""
+
+    sigma: float = 1.0
+    median: float = 1.0
+    name: ClassVar[str] = "lognormal"
+
+    def __post_init__(self) -> None:
+        check_number("LogNormal sigma", self.sigma)
+        check_number("LogNormal median", self.median, strict=True)
+
+    def draw(self, rng: np.random.Generator) -> float:
+        """One node's ``t_sample``, from that node's own generator."""
+        return self.median * math.exp(self.sigma * float(rng.standard_normal()))
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """``t_sample ~ uniform(low, high)``, ``0 < low <= high`` (default 0.5 to 1.5: median 1)."""
+
+    low: float = 0.5
+    high: float = 1.5
+    name: ClassVar[str] = "uniform"
+
+    def __post_init__(self) -> None:
+        check_number("Uniform low", self.low, strict=True)
+        check_number("Uniform high", self.high, strict=True)
+        if self.low > self.high:
+            raise ValueError(
+                f"Uniform needs low <= high, got low={self.low!r} > high={self.high!r}"
+            )
+
+    def draw(self, rng: np.random.Generator) -> float:
+        """One node's ``t_sample``, from that node's own generator."""
+        return float(rng.uniform(self.low, self.high))
+
+
+@dataclass(frozen=True)
+class Pareto:
+    """Classical Pareto: ``t_sample = scale * (1 + L)``, ``L ~ Lomax(shape)``, so ``t >= scale``.
+
+    The median is ``scale * 2 ** (1 / shape)``; the tail is heavier for a smaller ``shape``.
+    """
+
+    shape: float = 2.0
+    scale: float = 1.0
+    name: ClassVar[str] = "pareto"
+
+    def __post_init__(self) -> None:
+        check_number("Pareto shape", self.shape, strict=True)
+        check_number("Pareto scale", self.scale, strict=True)
+
+    def draw(self, rng: np.random.Generator) -> float:
+        """One node's ``t_sample``, from that node's own generator."""
+        return self.scale * (1.0 + float(rng.pareto(self.shape)))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Speeds and bandwidths from a FedScale device-capacity file (see ``traces``); no draws.
+
+    ``augmentation_factor`` converts FedScale's inference ms per sample into training time.
+    """
+
+    path: str | os.PathLike[str]
+    augmentation_factor: float = 3.0
+    name: ClassVar[str] = "trace"
+
+    def __post_init__(self) -> None:
+        if not Path(self.path).is_file():
+            raise FileNotFoundError(
+                f"trace file {str(self.path)!r} does not exist; expected a FedScale "
+                "device-capacity pickle"
+            )
+        check_number("Trace augmentation_factor", self.augmentation_factor, strict=True)
+
+
+SpeedModel = LogNormal | Uniform | Pareto | Trace
+"""Any of the speed models."""
+
+SPEED_MODELS: dict[str, type] = {m.name: m for m in (LogNormal, Uniform, Pareto, Trace)}
+"""Speed models by the short name accepted as ``VirtualClock(speed=...)``."""
