@@ -25,7 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.parse_args(argv)  # prints usage and exits with a clear error
         return 2
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
-    sub_parser = argparse.ArgumentParser(prog=f"fl-async {argv[0]}", description=SUBCOMMANDS[argv[0]][1])
+    sub_parser = argparse.ArgumentParser(
+        prog=f"fl-async {argv[0]}", description=SUBCOMMANDS[argv[0]][1]
+    )
     module.add_arguments(sub_parser)
     return int(module.run(sub_parser.parse_args(argv[1:])) or 0)
 

@@ -1,0 +1,136 @@
+"""Local training and evaluation of a model on part of an ``ImageSet``; metrics as plain numbers."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from fl_async.data import ImageSet, Indices, as_index, iter_batches
+
+
+def train(
+    model: nn.Module,
+    data: ImageSet,
+    indices: Indices | None = None,
+    *,
+    epochs: int | None = None,
+    steps: int | None = None,
+    batch_size: int = 32,
+    lr: float = 0.05,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    proximal_mu: float = 0.0,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> dict[str, float | int]:
+    """Train ``model`` in place with SGD on ``data[indices]`` for ``epochs`` passes or ``steps``
+    batches (exactly one), in an order fixed by ``seed`` alone; returns the metrics of docs/data.md.
+
+    ``proximal_mu`` > 0 adds ``(mu/2)·||w − w_start||²`` over the parameters (FedProx, FedAsync).
+    The model ends on ``device`` (default: where its parameters already are).
+    """
+    if (epochs is None) == (steps is None):
+        raise ValueError("give exactly one of epochs and steps")
+    if (epochs if epochs is not None else steps) < 1:
+        raise ValueError(f"epochs/steps must be at least 1, got epochs={epochs}, steps={steps}")
+    if proximal_mu < 0:
+        raise ValueError(f"proximal_mu must be non-negative, got {proximal_mu}")
+    index = as_index(indices, len(data))
+    if len(index) == 0:
+        raise ValueError("cannot train on an empty partition")
+    device = _device_of(model) if device is None else torch.device(device)
+    model.to(device).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    start = [p.detach().clone() for p in params] if proximal_mu > 0 else []
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    # A private generator: the order depends on ``seed`` only, never on torch's global state.
+    generator = torch.Generator().manual_seed(seed)
+    # Sums stay on the device; reading them once at the end avoids a sync per step on a GPU.
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    processed = taken = 0
+    batches = _schedule(data, index, epochs, steps, batch_size, generator, device)
+    for x, y in batches:
+        logits = model(x)
+        loss = functional.cross_entropy(logits, y)
+        objective = loss + _proximal(params, start, proximal_mu) if start else loss
+        optimizer.zero_grad(set_to_none=True)
+        objective.backward()
+        optimizer.step()
+        loss_sum += loss.detach() * len(y)
+        correct += (logits.argmax(dim=1) == y).sum()
+        processed += len(y)
+        taken += 1
+    return {
+        "train-loss": float(loss_sum) / processed,
+        "train-accuracy": int(correct) / processed,
+        "num-examples": len(index),
+        "examples-processed": processed,
+        "steps": taken,
+    }
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: ImageSet,
+    indices: Indices | None = None,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str | None = None,
+) -> dict[str, float | int]:
+    """Mean cross-entropy ``loss``, ``accuracy`` and ``num-examples`` of ``model`` on
+    ``data[indices]`` (all of ``data`` when None), in eval mode; the model's mode is restored."""
+    index = as_index(indices, len(data))
+    if len(index) == 0:
+        raise ValueError("cannot evaluate on no examples")
+    device = _device_of(model) if device is None else torch.device(device)
+    was_training = model.training
+    model.to(device).eval()
+    loss_sum = torch.zeros((), device=device)  # float32: MPS has no float64
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    for x, y in iter_batches(data, index, batch_size=batch_size, device=device):
+        logits = model(x)
+        loss_sum += functional.cross_entropy(logits, y, reduction="sum")
+        correct += (logits.argmax(dim=1) == y).sum()
+    model.train(was_training)
+    return {
+        "loss": float(loss_sum) / len(index),
+        "accuracy": int(correct) / len(index),
+        "num-examples": len(index),
+    }
+
+
+def _schedule(
+    data: ImageSet,
+    index: torch.Tensor,
+    epochs: int | None,
+    steps: int | None,
+    batch_size: int,
+    generator: torch.Generator,
+    device: torch.device,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    # ``steps`` may span several reshuffled passes and end inside one.
+    passes = range(epochs) if epochs is not None else itertools.count()
+    taken = 0
+    for _ in passes:
+        for batch in iter_batches(
+            data, index, batch_size=batch_size, generator=generator, device=device
+        ):
+            yield batch
+            taken += 1
+            if taken == steps:
+                return
+
+
+def _proximal(params: list[torch.Tensor], start: list[torch.Tensor], mu: float) -> torch.Tensor:
+    return mu / 2 * sum((p - p0).square().sum() for p, p0 in zip(params, start, strict=True))
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    tensor = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return torch.device("cpu") if tensor is None else tensor.device

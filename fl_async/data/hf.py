@@ -1,0 +1,180 @@
+"""Image datasets through Hugging Face ``datasets``: Hub ids, local parquet/arrow folders and
+``save_to_disk`` folders, decoded once into uint8 tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+
+from fl_async.data.imageset import FederatedData, federated_data
+from fl_async.data.split import stratified_split
+
+# Images decoded per batch: bounds the transient list of PIL images.
+_DECODE_BATCH = 1024
+_IMAGE_COLUMNS = ("image", "img")
+_LABEL_COLUMNS = ("label", "labels", "fine_label")
+_GREY_MODES = ("1", "L")
+
+
+def open_hub(
+    repo_id: str, *, root: Path | None, download: bool
+) -> datasets.DatasetDict | datasets.Dataset:
+    """A Hub dataset from the local cache, fetched first only when ``download`` is True."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    # ``datasets.load_dataset`` would always contact the Hub; a snapshot taken with
+    # ``local_files_only`` never does, so ``download=False`` really stays offline.
+    cache_dir = None if root is None else str(root)
+    try:
+        folder = snapshot_download(
+            repo_id, repo_type="dataset", cache_dir=cache_dir, local_files_only=not download
+        )
+    except LocalEntryNotFoundError as error:
+        where = cache_dir or "the Hugging Face cache (HF_HUB_CACHE)"
+        raise FileNotFoundError(
+            f"Hugging Face dataset {repo_id!r} is not in {where}; pass download=True to fetch it."
+        ) from error
+    return open_path(Path(folder), root=root)
+
+
+def open_disk(path: Path) -> datasets.DatasetDict | datasets.Dataset:
+    """A dataset written with ``save_to_disk``."""
+    if not path.is_dir():
+        raise FileNotFoundError(f"no save_to_disk folder at {path}")
+    return datasets.load_from_disk(str(path))
+
+
+def open_path(path: Path, *, root: Path | None) -> datasets.DatasetDict | datasets.Dataset:
+    """A dataset stored at ``path``: a ``save_to_disk`` folder, a folder of data files, or one
+    parquet file."""
+    if not path.exists():
+        raise FileNotFoundError(f"no dataset at {path}")
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        return open_disk(path)
+    cache_dir = None if root is None else str(root)
+    if path.is_file():
+        return datasets.load_dataset("parquet", data_files=str(path), cache_dir=cache_dir)
+    return datasets.load_dataset(str(path), cache_dir=cache_dir)
+
+
+def to_federated(
+    name: str,
+    source: datasets.DatasetDict | datasets.Dataset,
+    *,
+    image_column: str | None,
+    label_column: str | None,
+    test_fraction: float,
+    split_seed: int,
+) -> FederatedData:
+    """Decode ``source`` into ``FederatedData``; without a test split, hold one out by class."""
+    train, test = _train_test(source)
+    image_column = image_column or _find_column(train, _IMAGE_COLUMNS, datasets.Image, "image")
+    label_column = label_column or _find_column(train, _LABEL_COLUMNS, datasets.ClassLabel, "label")
+    images, labels = _decode(train, image_column), _labels(train, label_column)
+    if test is None:
+        train_index, test_index = stratified_split(
+            labels.numpy(), test_fraction=test_fraction, seed=split_seed
+        )
+        train_part = (images[train_index], labels[train_index])
+        test_part = (images[test_index], labels[test_index])
+    else:
+        train_part = (images, labels)
+        test_part = (_decode(test, image_column), _labels(test, label_column))
+    if train_part[0].shape[1:] != test_part[0].shape[1:]:
+        raise ValueError(
+            f"train images are {tuple(train_part[0].shape[1:])} but test images are "
+            f"{tuple(test_part[0].shape[1:])}"
+        )
+    num_classes = _num_classes(train, label_column, train_part[1], test_part[1])
+    return federated_data(name, train=train_part, test=test_part, num_classes=num_classes)
+
+
+def train_labels(
+    source: datasets.DatasetDict | datasets.Dataset,
+    *,
+    label_column: str | None,
+    test_fraction: float,
+    split_seed: int,
+) -> np.ndarray:
+    """Labels of the train split as ``to_federated`` builds it, without decoding any image."""
+    train, test = _train_test(source)
+    label_column = label_column or _find_column(train, _LABEL_COLUMNS, datasets.ClassLabel, "label")
+    labels = _labels(train, label_column).numpy()
+    if test is None:
+        train_index, _ = stratified_split(labels, test_fraction=test_fraction, seed=split_seed)
+        labels = labels[train_index]
+    return labels
+
+
+def _train_test(
+    source: datasets.DatasetDict | datasets.Dataset,
+) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    if isinstance(source, datasets.Dataset):
+        return source, None
+    splits = dict(source)
+    if "train" in splits:
+        return splits["train"], splits.get("test")
+    if len(splits) == 1:
+        return next(iter(splits.values())), None
+    raise ValueError(f"no 'train' split among {sorted(splits)}")
+
+
+def _find_column(
+    dataset: datasets.Dataset, names: tuple[str, ...], feature_type: type, role: str
+) -> str:
+    for name in names:
+        if name in dataset.column_names:
+            return name
+    for name, feature in dataset.features.items():
+        if isinstance(feature, feature_type):
+            return name
+    raise ValueError(
+        f"no {role} column among {dataset.column_names}; name it with {role}_column=..."
+    )
+
+
+def _decode(dataset: datasets.Dataset, column: str) -> torch.Tensor:
+    feature = dataset.features[column]
+    if isinstance(feature, datasets.Image):
+        # One channel count for all: grey when the first image is grey, RGB otherwise.
+        first_mode = dataset.with_format(None)[0][column].mode
+        mode = "L" if first_mode in _GREY_MODES else "RGB"
+        dataset = dataset.cast_column(column, datasets.Image(mode=mode))
+    chunks = []
+    for batch in dataset.with_format("numpy", columns=[column]).iter(batch_size=_DECODE_BATCH):
+        array = batch[column]
+        if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.ndim not in (3, 4):
+            raise ValueError(
+                f"column {column!r} must hold uint8 images of one size (H×W or H×W×C); "
+                "resize them before loading"
+            )
+        chunk = array[:, None] if array.ndim == 3 else array.transpose(0, 3, 1, 2)
+        if chunks and chunk.shape[1:] != chunks[0].shape[1:]:
+            raise ValueError(
+                f"column {column!r} holds images of different sizes; resize them first"
+            )
+        chunks.append(chunk)
+    return torch.from_numpy(np.ascontiguousarray(np.concatenate(chunks)))
+
+
+def _labels(dataset: datasets.Dataset, column: str) -> torch.Tensor:
+    # One Arrow-to-numpy conversion; ``np.asarray(dataset[column])`` would loop in Python.
+    labels = dataset.with_format("numpy", columns=[column])[:][column]
+    if len(labels) == 0:
+        raise ValueError("the dataset has no examples")
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise ValueError(f"column {column!r} must hold non-negative integer class labels")
+    return torch.from_numpy(labels.astype(np.int64))
+
+
+def _num_classes(
+    dataset: datasets.Dataset, column: str, train: torch.Tensor, test: torch.Tensor
+) -> int:
+    feature = dataset.features[column]
+    if isinstance(feature, datasets.ClassLabel):
+        return int(feature.num_classes)
+    return int(max(train.max(), test.max())) + 1

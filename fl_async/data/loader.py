@@ -1,0 +1,181 @@
+"""``load_dataset`` and ``load_labels``: one name picks the dataset and where it is read from."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, get_args
+
+import numpy as np
+
+from fl_async.data.embedded import load_mnist, mnist_labels
+from fl_async.data.imageset import FederatedData
+from fl_async.data.split import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION
+from fl_async.data.torchvision_files import TORCHVISION_SETS
+
+if TYPE_CHECKING:
+    import datasets
+
+Source = Literal["auto", "torchvision", "huggingface"]
+SOURCES: tuple[str, ...] = get_args(Source)
+
+# The named datasets on the Hugging Face Hub.
+HUB_IDS: dict[str, str] = {
+    "mnist": "ylecun/mnist",
+    "fashion-mnist": "zalando-datasets/fashion_mnist",
+    "cifar10": "uoft-cs/cifar10",
+    "cifar100": "uoft-cs/cifar100",
+}
+NAMES: tuple[str, ...] = (
+    *HUB_IDS,
+    "imagefolder:<path>",
+    "disk:<path>",
+    "<Hugging Face id, e.g. uoft-cs/cifar10>",
+    "<path to a parquet/arrow dataset>",
+)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def default_root() -> Path:
+    """Where torchvision files live unless ``root`` is given: ``$FL_ASYNC_DATA`` or
+    ``~/.cache/fl-async``."""
+    return Path(os.environ.get("FL_ASYNC_DATA", "~/.cache/fl-async")).expanduser()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to read one dataset: ``kind`` of reader and its ``target`` (name, Hub id or path)."""
+
+    kind: Literal["embedded", "torchvision", "hub", "auto-hub", "path", "disk", "folder"]
+    target: str
+
+
+def load_dataset(
+    name: str = "mnist",
+    *,
+    root: str | os.PathLike[str] | None = None,
+    source: Source = "auto",
+    download: bool = False,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    test_fraction: float = DEFAULT_TEST_FRACTION,
+    split_seed: int = DEFAULT_SPLIT_SEED,
+) -> FederatedData:
+    """Load ``name`` into in-memory uint8 tensors with a train and a test split.
+
+    ``mnist`` with ``source="auto"`` is the 5,000 embedded digits (4,000 train / 1,000 test).
+    ``root`` is torchvision's folder, or the Hugging Face cache for Hub ids; nothing is
+    downloaded unless ``download`` is True. Datasets without a test split hold out
+    ``test_fraction`` of each class, fixed by ``split_seed``. ``image_column`` and
+    ``label_column`` name Hugging Face columns when guessing fails. See docs/data.md.
+    """
+    plan = _plan(name, source=source, root=root, download=download)
+    if plan.kind == "embedded":
+        return load_mnist(test_fraction=test_fraction, split_seed=split_seed)
+    if plan.kind == "torchvision":
+        from fl_async.data.torchvision_files import load_torchvision
+
+        return load_torchvision(plan.target, root=_root(root), download=download)
+    if plan.kind == "folder":
+        from fl_async.data.folder import load_folder
+
+        return load_folder(Path(plan.target), test_fraction=test_fraction, split_seed=split_seed)
+    # Imported only here: ``datasets`` adds ~1 s to start-up that the other readers avoid.
+    from fl_async.data.hf import to_federated
+
+    return to_federated(
+        name,
+        _open_hf(plan, name=name, root=root, download=download),
+        image_column=image_column,
+        label_column=label_column,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+    )
+
+
+def load_labels(
+    name: str = "mnist",
+    *,
+    root: str | os.PathLike[str] | None = None,
+    source: Source = "auto",
+    download: bool = False,
+    label_column: str | None = None,
+    test_fraction: float = DEFAULT_TEST_FRACTION,
+    split_seed: int = DEFAULT_SPLIT_SEED,
+) -> np.ndarray:
+    """Labels (int64) of the train split ``load_dataset`` builds with the same arguments, read
+    without decoding images where the format allows."""
+    plan = _plan(name, source=source, root=root, download=download)
+    if plan.kind == "embedded":
+        return mnist_labels(test_fraction=test_fraction, split_seed=split_seed)
+    if plan.kind == "torchvision":
+        from fl_async.data.torchvision_files import torchvision_labels
+
+        return torchvision_labels(plan.target, root=_root(root), download=download)
+    if plan.kind == "folder":
+        from fl_async.data.folder import folder_labels
+
+        return folder_labels(Path(plan.target), test_fraction=test_fraction, split_seed=split_seed)
+    from fl_async.data.hf import train_labels
+
+    return train_labels(
+        _open_hf(plan, name=name, root=root, download=download),
+        label_column=label_column,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+    )
+
+
+def _root(root: str | os.PathLike[str] | None) -> Path:
+    return default_root() if root is None else Path(root).expanduser()
+
+
+def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, download: bool) -> _Plan:
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    for prefix, kind in (("imagefolder:", "folder"), ("disk:", "disk")):
+        if name.startswith(prefix):
+            return _Plan(kind, str(Path(name.removeprefix(prefix)).expanduser()))
+    if name in HUB_IDS:
+        if source == "huggingface":
+            return _Plan("hub", HUB_IDS[name])
+        if source == "torchvision":
+            return _Plan("torchvision", name)
+        if name == "mnist":
+            return _Plan("embedded", name)
+        if download or not TORCHVISION_SETS[name].missing(_root(root)):
+            return _Plan("torchvision", name)
+        return _Plan("auto-hub", name)
+    if source == "torchvision":
+        raise ValueError(f"torchvision reads only {', '.join(TORCHVISION_SETS)}; got {name!r}")
+    if name and Path(name).expanduser().exists():
+        return _Plan("path", str(Path(name).expanduser()))
+    if _HUB_ID.match(name):
+        return _Plan("hub", name)
+    raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(NAMES)}")
+
+
+def _open_hf(
+    plan: _Plan, *, name: str, root: str | os.PathLike[str] | None, download: bool
+) -> datasets.DatasetDict | datasets.Dataset:
+    from fl_async.data.hf import open_disk, open_hub, open_path
+
+    hf_root = None if root is None else Path(root).expanduser()
+    if plan.kind == "path":
+        return open_path(Path(plan.target), root=hf_root)
+    if plan.kind == "disk":
+        return open_disk(Path(plan.target))
+    if plan.kind == "hub":
+        return open_hub(plan.target, root=hf_root, download=download)
+    try:
+        return open_hub(HUB_IDS[plan.target], root=hf_root, download=False)
+    except FileNotFoundError as error:
+        spec = TORCHVISION_SETS[plan.target]
+        raise FileNotFoundError(
+            f"{name} not found: looked for torchvision's files in {spec.location(_root(root))} "
+            f"and for {HUB_IDS[plan.target]} in the Hugging Face cache. Pass download=True to "
+            "fetch it with torchvision, copy the files there, or use source='huggingface' "
+            "with download=True."
+        ) from error

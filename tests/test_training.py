@@ -1,0 +1,128 @@
+"""Local training and evaluation on the embedded MNIST: learning, determinism, the proximal term."""
+
+import numpy as np
+import pytest
+import torch
+
+from fl_async.clients import evaluate, train
+from fl_async.data import load_dataset
+from fl_async.models import build_model
+
+PART = np.arange(256)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return load_dataset()
+
+
+def cnn(seed=0):
+    return build_model("cnn", num_classes=10, in_channels=1, image_size=28, seed=seed)
+
+
+def distance(model, start):
+    return sum(
+        float((p.detach() - s).square().sum())
+        for p, s in zip(model.parameters(), start, strict=True)
+    )
+
+
+def test_loss_falls_within_a_few_steps(mnist):
+    model = cnn()
+    before = evaluate(model, mnist.train, PART)
+    metrics = train(model, mnist.train, PART, steps=40, lr=0.1, seed=0)
+    after = evaluate(model, mnist.train, PART)
+    assert after["loss"] < 0.5 * before["loss"]
+    assert after["accuracy"] > 0.6 > before["accuracy"]
+    assert metrics["train-loss"] < before["loss"]
+    assert evaluate(model, mnist.test)["accuracy"] > 0.5  # it generalises, well above chance
+
+
+def test_same_seed_gives_bit_identical_weights(mnist):
+    def run(seed):
+        model = cnn()
+        metrics = train(model, mnist.train, PART[:100], epochs=2, momentum=0.9, seed=seed)
+        return model.state_dict(), metrics
+
+    (first, first_metrics), (again, again_metrics) = run(7), run(7)
+    assert all(torch.equal(first[key], again[key]) for key in first)
+    assert first_metrics == again_metrics
+    other, _ = run(8)
+    assert not all(torch.equal(first[key], other[key]) for key in first)
+
+
+def test_training_leaves_the_global_random_stream_alone(mnist):
+    state = torch.random.get_rng_state()
+    train(cnn(), mnist.train, PART[:64], steps=2, seed=1)
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_proximal_term_pulls_towards_the_start(mnist):
+    def moved(mu):
+        model = cnn()
+        start = [p.detach().clone() for p in model.parameters()]
+        train(model, mnist.train, PART, steps=40, lr=0.05, proximal_mu=mu, seed=0)
+        return distance(model, start)
+
+    free, pulled, held = moved(0.0), moved(2.0), moved(20.0)
+    assert held < pulled < free
+    # lr·mu = 1: every step restarts from the start weights, so they barely move.
+    assert held < 0.05 * free
+
+
+def test_steps_and_epochs_are_counted(mnist):
+    by_steps = train(cnn(), mnist.train, PART[:50], steps=7, batch_size=32, seed=0)
+    # 50 examples make batches of 32 and 18; seven steps span four passes.
+    assert by_steps["steps"] == 7
+    assert by_steps["examples-processed"] == 3 * 50 + 32
+    assert by_steps["num-examples"] == 50
+    by_epochs = train(cnn(), mnist.train, PART[:100], epochs=2, batch_size=32, seed=0)
+    assert by_epochs["steps"] == 8
+    assert by_epochs["examples-processed"] == 200 and by_epochs["num-examples"] == 100
+
+
+def test_metrics_are_plain_numbers(mnist):
+    metrics = train(cnn(), mnist.train, PART[:40], steps=1, seed=0)
+    assert set(metrics) == {
+        "train-loss",
+        "train-accuracy",
+        "num-examples",
+        "examples-processed",
+        "steps",
+    }
+    assert type(metrics["train-loss"]) is float and type(metrics["train-accuracy"]) is float
+    assert all(type(metrics[key]) is int for key in ("num-examples", "examples-processed", "steps"))
+    result = evaluate(cnn(), mnist.test)
+    assert set(result) == {"loss", "accuracy", "num-examples"}
+    assert type(result["loss"]) is float and result["num-examples"] == 1000
+
+
+def test_bad_arguments_are_rejected(mnist):
+    with pytest.raises(ValueError, match="exactly one"):
+        train(cnn(), mnist.train, PART, seed=0)
+    with pytest.raises(ValueError, match="exactly one"):
+        train(cnn(), mnist.train, PART, epochs=1, steps=1, seed=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        train(cnn(), mnist.train, PART, steps=0, seed=0)
+    with pytest.raises(ValueError, match="empty"):
+        train(cnn(), mnist.train, [], steps=1, seed=0)
+    with pytest.raises(ValueError, match="proximal_mu"):
+        train(cnn(), mnist.train, PART, steps=1, proximal_mu=-1.0, seed=0)
+    with pytest.raises(IndexError):
+        train(cnn(), mnist.train, [len(mnist.train)], steps=1, seed=0)
+
+
+def test_evaluate_restores_the_mode_and_covers_everything(mnist):
+    model = build_model("resnet8", num_classes=10, in_channels=1, image_size=28, seed=0)
+    model.train()
+    everything = evaluate(model, mnist.test, batch_size=300)
+    assert model.training and everything["num-examples"] == 1000
+    part = evaluate(model, mnist.test, np.arange(100))
+    assert part["num-examples"] == 100 and 0.0 <= part["accuracy"] <= 1.0
+
+
+def test_batchnorm_model_trains_and_updates_running_stats(mnist):
+    model = build_model("resnet8", num_classes=10, in_channels=1, image_size=28, seed=0)
+    metrics = train(model, mnist.train, PART[:64], steps=2, batch_size=32, seed=0, device="cpu")
+    assert metrics["steps"] == 2
+    assert int(model.state_dict()["stem.1.num_batches_tracked"]) == 2
