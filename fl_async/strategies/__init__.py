@@ -1,0 +1,39 @@
+"""The Flower strategies users import: ``AsyncStrategy`` and one preset per algorithm.
+
+Swap one line of an existing ServerApp: ``FedAvg(...)`` becomes ``GSGM(...)``; the ClientApp,
+which returns trained weights and ``num-examples`` as usual, needs no change.
+"""
+
+from fl_async.strategies.async_strategy import AsyncResult, AsyncStrategy
+from fl_async.strategies.presets import (
+    ASGD,
+    ASP,
+    DCASGD,
+    GSGM,
+    ODSGD,
+    SSGD,
+    FedAsync,
+    FedBuff,
+    TrendSmooth,
+)
+
+PRESETS: dict[str, type[AsyncStrategy]] = {
+    cls.__name__.lower(): cls
+    for cls in (GSGM, ASGD, TrendSmooth, FedAsync, FedBuff, DCASGD, SSGD, ODSGD, ASP)
+}
+"""Every preset by lower-case name (``"gsgm"``, ``"fedbuff"``, ...)."""
+
+__all__ = [
+    "ASGD",
+    "ASP",
+    "DCASGD",
+    "GSGM",
+    "ODSGD",
+    "PRESETS",
+    "SSGD",
+    "AsyncResult",
+    "AsyncStrategy",
+    "FedAsync",
+    "FedBuff",
+    "TrendSmooth",
+]

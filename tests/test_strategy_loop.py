@@ -1,0 +1,281 @@
+"""The event loop on an in-memory grid: ordering, reproducibility, faults, presets, resume."""
+
+import numpy as np
+import pytest
+from fakegrid import FakeGrid, QuadraticNode, initial_arrays, quadratic_fleet, task_identity
+from flwr.app import ConfigRecord, MetricRecord
+
+from fl_async.scheduling import VirtualClock
+from fl_async.strategies import (
+    ASGD,
+    ASP,
+    DCASGD,
+    GSGM,
+    ODSGD,
+    PRESETS,
+    SSGD,
+    AsyncStrategy,
+    FedAsync,
+    FedBuff,
+    TrendSmooth,
+)
+from fl_async.strategies.protocol import train_message
+
+TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
+
+
+@pytest.fixture(autouse=True)
+def _identity():
+    with task_identity():
+        yield
+
+
+def run(strategy, nodes, *, delay_seed=0, num_rounds=3, **kwargs):
+    grid = FakeGrid(nodes, delay_seed=delay_seed)
+    result = strategy.start(
+        grid, initial_arrays(), num_rounds=num_rounds, timeout=5, train_config=TRAIN, **kwargs
+    )
+    return result, grid
+
+
+def model(result):
+    return result.arrays.to_numpy_ndarrays()
+
+
+def history(result):
+    """Everything recorded per update except wall time."""
+    return [
+        {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
+        for _, r in sorted(result.train_metrics_clientapp.items())
+    ]
+
+
+def test_asgd_runs_out_of_order_with_staleness_and_reaches_the_budget():
+    nodes = quadratic_fleet(4)
+    result, grid = run(ASGD(clock=VirtualClock(seed=1), min_nodes=4), nodes)
+    assert result.num_updates == 12 and result.stopped_by == "budget"
+    assert result.server_steps == 12
+    staleness = [r["staleness"] for r in result.train_metrics_clientapp.values()]
+    assert max(staleness) > 0
+    times = [r["virtual-time"] for _, r in sorted(result.train_metrics_clientapp.items())]
+    assert times == sorted(times)  # applied strictly in virtual-finish order
+    record = result.train_metrics_clientapp[1]
+    for key in ("server-step", "node-id", "staleness", "virtual-time", "wall-time", "train-loss"):
+        assert key in record
+    assert all(np.isfinite(a).all() for a in model(result))
+    assert sum(1 for _, kind in grid.log if kind == "query") == 4
+    # the model moved towards the nodes' mean target
+    target = np.mean([n.target for n in nodes.values()], axis=0)
+    assert np.linalg.norm(model(result)[0] - target) < np.linalg.norm(target)
+
+
+def test_seeded_virtual_clock_runs_are_identical_whatever_the_real_arrival_order():
+    results = []
+    for delay_seed in (0, 1, 2):
+        nodes = quadratic_fleet(5, seed=3)
+        strategy = GSGM(clock=VirtualClock(seed=7), min_nodes=5, slack=1, seed=11)
+        results.append(run(strategy, nodes, delay_seed=delay_seed)[0])
+    for other in results[1:]:
+        for a, b in zip(model(results[0]), model(other), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert history(results[0]) == history(other)
+
+
+def test_gsgm_white_list_keeps_counts_within_slack():
+    for slack in (0, 2):
+        nodes = quadratic_fleet(5, seed=4)
+        strategy = GSGM(clock=VirtualClock(seed=2, sigma=1.5), min_nodes=5, slack=slack)
+        result, _ = run(strategy, nodes, num_rounds=4)
+        counts: dict[int, int] = {}
+        for _, r in sorted(result.train_metrics_clientapp.items()):
+            counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
+            assert max(counts.values()) - min(counts.get(k, 0) for k in range(5)) <= slack + 1
+        assert max(counts.values()) - min(counts.values()) <= slack + 1
+
+
+def test_asgd_without_white_list_lets_fast_nodes_dominate():
+    nodes = quadratic_fleet(5, seed=4)
+    result, _ = run(ASGD(clock=VirtualClock(seed=2, sigma=1.5), min_nodes=5), nodes, num_rounds=4)
+    counts: dict[int, int] = {}
+    for r in result.train_metrics_clientapp.values():
+        counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
+    assert max(counts.values()) - min(counts.values()) > 2
+
+
+def test_ssgd_with_lr_one_is_fedavg():
+    nodes = quadratic_fleet(3, seed=5)
+    strategy = SSGD(clock=VirtualClock(seed=0), min_nodes=3)
+    result, _ = run(strategy, nodes, num_rounds=2)
+    assert result.server_steps == 2
+    assert all(r["staleness"] == 0 for r in result.train_metrics_clientapp.values())
+    # FedAvg by hand: each round, the num-examples-weighted mean of the trained models, each
+    # node training from the round's model with the task seed the strategy derives.
+    w = np.zeros(5, np.float32)
+    twins = {n.partition_id: QuadraticNode(n.partition_id, n.target, num_examples=n.num_examples)
+             for n in nodes.values()}  # fmt: skip
+    for round_ in range(2):
+        total, acc = 0, np.zeros(5)
+        for k, twin in sorted(twins.items()):
+            seed = int(np.random.SeedSequence([0, k, round_]).generate_state(1)[0])
+            config = {**dict(TRAIN), "task-seed": seed}
+            reply = twin(train_message(1, ["w", "count"], [w, np.array(0)], config, ttl=10))
+            trained = reply.content.array_records["arrays"].to_numpy_ndarrays()[0]
+            acc += twin.num_examples * trained.astype(np.float64)
+            total += twin.num_examples
+        w = (acc / total).astype(np.float32)
+    np.testing.assert_allclose(model(result)[0], w, rtol=1e-5, atol=1e-6)
+
+
+def test_every_preset_runs_with_no_arguments_but_the_clock():
+    for name, cls in PRESETS.items():
+        nodes = quadratic_fleet(3, seed=6)
+        result, _ = run(cls(clock=VirtualClock(seed=0), min_nodes=3), nodes, num_rounds=2)
+        assert result.num_updates >= 5, name
+        assert all(np.isfinite(a).all() for a in model(result)), name
+        assert result.faults == {}, name
+
+
+def test_auto_learning_rates_resolve_with_the_number_of_nodes():
+    nodes = quadratic_fleet(4)
+    cases = [
+        (ASGD(), 1 / 4), (DCASGD(), 1 / 4), (GSGM(), 0.1 / 4), (GSGM(momentum=0.5), 0.5 / 4),
+        (TrendSmooth(), 1 / 4), (TrendSmooth(base="momentum", beta=0.8), 0.2 / 4),
+        (TrendSmooth(base="adam"), 0.01), (ASP(), 1 / 4),
+    ]  # fmt: skip
+    for strategy, lr in cases:
+        strategy.min_nodes = 4
+        run(strategy, nodes, num_rounds=1)
+        assert strategy.aggregator.lr == pytest.approx(lr)
+    fedbuff = FedBuff(min_nodes=4)
+    run(fedbuff, nodes, num_rounds=1)
+    assert fedbuff.aggregator.buffer_size == 4
+    assert ASGD(lr=0.5).aggregator.lr == 0.5
+
+
+def test_faults_are_counted_and_the_model_stays_finite():
+    modes = {1: "fail", 2: "nan", 3: "wrong_shape", 4: "silent"}
+    nodes = quadratic_fleet(6, seed=8, modes=modes)
+    grid = FakeGrid(nodes)
+    strategy = ASGD(clock=VirtualClock(seed=1), min_nodes=6)
+    result = strategy.start(grid, initial_arrays(), num_rounds=2, timeout=0.5, train_config=TRAIN)
+    assert all(np.isfinite(a).all() for a in model(result))
+    assert result.faults.get("error", 0) >= 1
+    assert result.faults.get("timeout", 0) >= 1
+    assert result.rejected.get("non-finite", 0) >= 1
+    assert result.rejected.get("bad-shape", 0) >= 1
+    assert result.num_updates == 12  # the good nodes fill the budget
+    # failed nodes got work again after the model moved on
+    assert nodes[[k for k, n in nodes.items() if n.partition_id == 1][0]].trained == 0
+    assert sum(1 for n, kind in grid.log if kind == "train" and nodes[n].mode == "fail") > 1
+
+
+def test_a_node_that_leaves_is_dropped_and_one_that_returns_gets_work():
+    nodes = quadratic_fleet(4, seed=9)
+    grid = FakeGrid(nodes)
+    strategy = GSGM(clock=VirtualClock(seed=1), min_nodes=4, refresh_interval=0.0)
+    calls = {"n": 0}
+    leaving = sorted(nodes)[0]
+    handler = grid.handlers[leaving]
+
+    def evaluate(step, arrays):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            del grid.handlers[leaving]  # the node disappears from the grid
+        if calls["n"] == 4:
+            grid.handlers[leaving] = handler  # and comes back
+        return MetricRecord({"accuracy": float(step)})
+
+    result = strategy.start(grid, initial_arrays(), num_rounds=6, timeout=2,
+                            train_config=TRAIN, evaluate_fn=evaluate)  # fmt: skip
+    assert result.faults.get("node-left", 0) == 1
+    assert all(np.isfinite(a).all() for a in model(result))
+    assert result.stopped_by == "budget"
+
+
+def test_standard_clientapps_without_query_handler_still_work():
+    nodes = quadratic_fleet(3, seed=10, modes={0: "no_query", 1: "no_query", 2: "no_query"})
+    for node in nodes.values():
+        node.mode = "no_query"
+    result, _ = run(FedAsync(clock=VirtualClock(seed=0), min_nodes=3), nodes, num_rounds=2)
+    assert result.num_updates == 6 and result.faults == {}
+    # without a partition-id, a node's own id keys its state
+    assert {r["stable-id"] for r in result.train_metrics_clientapp.values()} <= set(nodes)
+
+
+def test_real_time_mode_applies_in_arrival_order():
+    nodes = quadratic_fleet(3, seed=11)
+    result, _ = run(ASGD(min_nodes=3), nodes, num_rounds=3)
+    assert result.num_updates == 9
+    assert result.virtual_time == 0.0
+
+
+def test_evaluation_every_n_steps_and_at_the_end_and_target_accuracy():
+    nodes = quadratic_fleet(4, seed=12)
+    steps = []
+
+    def evaluate(step, arrays):
+        steps.append(step)
+        return MetricRecord({"accuracy": step / 10})
+
+    result, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=4, eval_every=3), nodes,
+                    num_rounds=5, evaluate_fn=evaluate, target_accuracy=0.6)  # fmt: skip
+    assert steps[0] == 0 and steps[1] == 3
+    assert result.stopped_by == "target-accuracy"
+    assert max(result.evaluate_metrics_serverapp) == 6
+    record = result.evaluate_metrics_serverapp[3]
+    assert {"accuracy", "virtual-time", "wall-time", "num-updates"} <= set(record)
+
+
+def test_odsgd_compensates_and_runs_one_step_ahead():
+    nodes = quadratic_fleet(4, seed=13)
+    strategy = ODSGD(clock=VirtualClock(seed=3, sigma=1.0), min_nodes=4)
+    result, _ = run(strategy, nodes, num_rounds=4)
+    records = [r for _, r in sorted(result.train_metrics_clientapp.items())]
+    assert result.server_steps >= 3
+    # some update was computed one step ahead: its staleness is 1
+    assert any(r["staleness"] == 1 for r in records)
+    assert all(r["staleness"] <= 1 for r in records)
+    assert strategy._previous  # the server kept each node's last pseudo-gradient
+
+
+def test_asp_moves_a_persistently_slow_node_out_of_the_group():
+    nodes = quadratic_fleet(5, seed=14)
+    # partitions 4 and 0 are the slowest nodes; 0 is about 7x slower than the median
+    clock = VirtualClock(seed=1, ranking=[1, 2, 3, 4, 0], sigma=3.0)
+    strategy = ASP(clock=clock, min_nodes=5, period=5, p_min=0.5)
+    result, _ = run(strategy, nodes, num_rounds=5)
+    assert 0 not in strategy.policy.group and {1, 2, 3} <= strategy.policy.group
+    # outside the group it commits asynchronously: fast nodes ran ahead of it
+    counts: dict[int, int] = {}
+    for r in result.train_metrics_clientapp.values():
+        counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
+    assert counts.get(0, 0) < min(counts[k] for k in (1, 2, 3, 4))
+
+
+def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):
+    def make(directory=None):
+        every = 2 if directory else None
+        clock = VirtualClock(seed=5)
+        return GSGM(
+            clock=clock, min_nodes=4, seed=3, checkpoint_dir=directory, checkpoint_every=every
+        )
+
+    full, _ = run(make(), quadratic_fleet(4, seed=15), num_rounds=5)
+    first, _ = run(make(tmp_path), quadratic_fleet(4, seed=15), num_rounds=5, max_updates=9)
+    assert first.num_updates == 9
+    resumed, _ = run(make(tmp_path), quadratic_fleet(4, seed=15), num_rounds=5)
+    assert resumed.num_updates == full.num_updates == 20
+    for a, b in zip(model(full), model(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert history(full) == history(resumed)
+
+
+def test_bad_strategy_arguments_are_named():
+    with pytest.raises(ValueError, match="min_nodes must be an integer >= 1, got 0"):
+        ASGD(min_nodes=0)
+    with pytest.raises(ValueError, match="lr must be a number >= 0 or 'auto', got 'fast'"):
+        GSGM(lr="fast")
+    with pytest.raises(ValueError, match="checkpoint_every needs checkpoint_dir"):
+        ASGD(checkpoint_every=3)
+    with pytest.raises(TypeError, match="aggregator must be an fl_async Aggregator"):
+        AsyncStrategy(aggregator="asgd")
