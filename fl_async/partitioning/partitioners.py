@@ -1,0 +1,170 @@
+"""flwr-datasets partitioners for every scheme, for ``FederatedDataset(partitioners=...)``.
+
+Importing this module imports flwr-datasets; ``fl_async.partitioning`` only does so when one of
+these classes is first used. The split is computed once, on the first ``load_partition``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import datasets
+import numpy as np
+from flwr_datasets.partitioner import Partitioner
+
+from ._validation import check_alpha, check_range
+from .adapters import labels_of
+from .schemes import Partitions, partition, scheme_name, scheme_parameters
+
+
+class SchemePartitioner(Partitioner):
+    """Partition a ``datasets.Dataset`` with any scheme of :mod:`fl_async.partitioning`.
+
+    Parameters
+    ----------
+    scheme : str
+        A scheme name, as for :func:`~fl_async.partitioning.partition`.
+    num_partitions : int
+        Number of partitions.
+    partition_by : str or None
+        The label column. ``None`` is allowed for schemes that ignore labels (``iid``,
+        ``quantity_skew``).
+    seed : int
+        Seed of the split (flwr-datasets' partitioners default to 42 too).
+    **params
+        The scheme's parameters.
+    """
+
+    def __init__(
+        self,
+        scheme: str,
+        num_partitions: int,
+        *,
+        partition_by: str | None = "label",
+        seed: int = 42,
+        **params: Any,
+    ) -> None:
+        super().__init__()
+        self._scheme = scheme_name(scheme)
+        allowed = scheme_parameters(self._scheme)
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise TypeError(f"scheme {self._scheme!r} got unknown parameter(s) {unknown}")
+        if partition_by is None and self._scheme not in ("iid", "quantity_skew"):
+            raise ValueError(f"scheme {self._scheme!r} needs partition_by, the label column")
+        self._num_partitions = check_range("num_partitions", num_partitions, 1)
+        self._partition_by = partition_by
+        self._seed = check_range("seed", seed, 0)
+        self._params = params
+        self._partitions: Partitions | None = None
+
+    @property
+    def num_partitions(self) -> int:
+        """Total number of partitions."""
+        return self._num_partitions
+
+    @property
+    def partitions(self) -> Partitions:
+        """Index arrays of all partitions (computed on first use), e.g. for ``heterogeneity``."""
+        if self._partitions is None:
+            if self._partition_by is None:
+                labels = np.zeros(self.dataset.num_rows, dtype=np.int8)  # the scheme ignores them
+            else:
+                labels = labels_of(self.dataset, label_column=self._partition_by)
+            self._partitions = partition(
+                labels, self._scheme, self._num_partitions, self._seed, **self._params
+            )
+        return self._partitions
+
+    def load_partition(self, partition_id: int) -> datasets.Dataset:
+        """Return partition ``partition_id`` as a ``datasets.Dataset``."""
+        partition_id = check_range(
+            "partition_id", partition_id, 0, self._num_partitions - 1, " (num_partitions - 1)"
+        )
+        return self.dataset.select(self.partitions[partition_id])
+
+
+class IidPartitioner(SchemePartitioner):
+    """Uniformly random partitions whose sizes differ by at most one (labels are not read)."""
+
+    def __init__(self, num_partitions: int, *, seed: int = 42) -> None:
+        super().__init__("iid", num_partitions, partition_by=None, seed=seed)
+
+
+class DirichletPartitioner(SchemePartitioner):
+    """Each class split in proportions drawn from Dir(alpha); see :func:`~.schemes.dirichlet`."""
+
+    def __init__(
+        self,
+        num_partitions: int,
+        partition_by: str,
+        alpha: float,
+        *,
+        min_partition_size: int = 0,
+        self_balancing: bool = False,
+        max_tries: int = 10,
+        seed: int = 42,
+    ) -> None:
+        super().__init__(
+            "dirichlet",
+            num_partitions,
+            partition_by=partition_by,
+            seed=seed,
+            alpha=check_alpha(alpha),
+            min_partition_size=check_range("min_partition_size", min_partition_size, 0),
+            self_balancing=self_balancing,
+            max_tries=check_range("max_tries", max_tries, 1),
+        )
+
+
+class LabelSkewPartitioner(SchemePartitioner):
+    """Exactly ``classes_per_partition`` classes per partition; see :func:`~.schemes.label_skew`."""
+
+    def __init__(
+        self, num_partitions: int, partition_by: str, classes_per_partition: int, *, seed: int = 42
+    ) -> None:
+        super().__init__(
+            "label_skew",
+            num_partitions,
+            partition_by=partition_by,
+            seed=seed,
+            classes_per_partition=check_range("classes_per_partition", classes_per_partition, 1),
+        )
+
+
+class ShardsPartitioner(SchemePartitioner):
+    """Label-sorted shards, ``shards_per_partition`` each; see :func:`~.schemes.shards`."""
+
+    def __init__(
+        self, num_partitions: int, partition_by: str, shards_per_partition: int, *, seed: int = 42
+    ) -> None:
+        super().__init__(
+            "shards",
+            num_partitions,
+            partition_by=partition_by,
+            seed=seed,
+            shards_per_partition=check_range("shards_per_partition", shards_per_partition, 1),
+        )
+
+
+class QuantitySkewPartitioner(SchemePartitioner):
+    """IID labels, sizes drawn from Dir(alpha); see :func:`~.schemes.quantity_skew`."""
+
+    def __init__(
+        self,
+        num_partitions: int,
+        *,
+        alpha: float = 0.5,
+        min_partition_size: int = 0,
+        max_tries: int = 10,
+        seed: int = 42,
+    ) -> None:
+        super().__init__(
+            "quantity_skew",
+            num_partitions,
+            partition_by=None,
+            seed=seed,
+            alpha=check_alpha(alpha),
+            min_partition_size=check_range("min_partition_size", min_partition_size, 0),
+            max_tries=check_range("max_tries", max_tries, 1),
+        )

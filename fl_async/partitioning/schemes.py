@@ -1,0 +1,345 @@
+"""The split schemes: each maps a 1-D integer label array to one int64 index array per partition.
+
+Every scheme draws all its randomness from one ``numpy.random.Generator`` built from ``seed``, so
+one seed gives the same split on every machine (with the same numpy version). Every sample is
+assigned to exactly one partition, except in ``label_skew`` when ``num_partitions *
+classes_per_partition`` is below the number of classes (then unheld classes are left out). Each
+partition's indices come in random order, so a client reading them in order sees shuffled labels.
+
+Work is linear in the number of samples: two permutations and two stable sorts of small integer
+codes (radix sorts). ``dirichlet`` and ``label_skew`` also hold a classes x partitions matrix.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._labels import class_codes, compact
+from ._validation import (
+    Seed,
+    as_labels,
+    as_rng,
+    check_alpha,
+    check_num_partitions,
+    check_range,
+)
+
+Partitions = list[np.ndarray]
+
+
+def iid(labels: Any, num_partitions: int, seed: Seed) -> Partitions:
+    """Split uniformly at random into partitions whose sizes differ by at most one."""
+    labels = as_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    return np.array_split(as_rng(seed).permutation(labels.size), num_partitions)
+
+
+def dirichlet(
+    labels: Any,
+    num_partitions: int,
+    alpha: float,
+    seed: Seed,
+    min_partition_size: int = 0,
+    *,
+    self_balancing: bool = False,
+    max_tries: int = 10,
+) -> Partitions:
+    """Split each class among the partitions in proportions drawn from Dir(alpha).
+
+    The per-class scheme of NIID-Bench and flwr-datasets' ``DirichletPartitioner``: small
+    ``alpha`` gives each partition few classes, large ``alpha`` approaches IID.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (n,)
+        Class label of each sample.
+    num_partitions : int
+        Number of partitions, between 1 and n.
+    alpha : float
+        Concentration of the Dirichlet distribution, > 0.
+    seed : int or numpy.random.Generator
+        Source of every random choice.
+    min_partition_size : int
+        Smallest allowed partition, between 0 and n // num_partitions. A draw that leaves a
+        partition smaller is redrawn, at most ``max_tries`` times in all.
+    self_balancing : bool
+        As in flwr-datasets: while classes are dealt out in ascending order, a partition that
+        already holds more than n / num_partitions samples gets no share of the next class.
+    max_tries : int
+        Number of draws before giving up with a ValueError that says what to change.
+    """
+    labels = as_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    alpha = check_alpha(alpha)
+    min_partition_size = _check_min_size(min_partition_size, labels.size, num_partitions)
+    max_tries = check_range("max_tries", max_tries, 1)
+    if not isinstance(self_balancing, bool | np.bool_):
+        raise TypeError(f"self_balancing must be True or False, got {self_balancing!r}")
+    rng = as_rng(seed)
+    _, codes, class_sizes = class_codes(labels)
+    order = _order_by_class(codes, class_sizes.size, rng)
+    concentration = np.full(num_partitions, alpha)
+
+    def draw() -> np.ndarray:
+        shares = rng.dirichlet(concentration, size=class_sizes.size)
+        if self_balancing:
+            return _balanced_counts(shares, class_sizes, labels.size / num_partitions)
+        return _split_counts(shares, class_sizes)
+
+    counts = _draw_until_large_enough(
+        draw, min_partition_size, max_tries, "dirichlet", alpha, num_partitions
+    )
+    owner = np.empty(labels.size, dtype=np.intp)
+    owner[order] = np.repeat(np.tile(np.arange(num_partitions), class_sizes.size), counts.ravel())
+    return _group(owner, num_partitions, rng)
+
+
+def label_skew(
+    labels: Any, num_partitions: int, classes_per_partition: int, seed: Seed
+) -> Partitions:
+    """Give each partition exactly ``classes_per_partition`` classes (NIID-Bench's #C=k).
+
+    Classes are dealt round-robin from a random order first, so that every class has a holder
+    whenever ``num_partitions * classes_per_partition`` reaches the number of classes (otherwise
+    a random ``num_partitions * classes_per_partition`` of them are held, each once); the
+    remaining places are filled with distinct random classes. Each class's samples are split
+    evenly among its holders. Raises ValueError if some class has fewer samples than holders.
+    """
+    labels = as_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    classes, codes, class_sizes = class_codes(labels)
+    num_classes = class_sizes.size
+    k = check_range(
+        "classes_per_partition", classes_per_partition, 1, num_classes, " (the number of classes)"
+    )
+    rng = as_rng(seed)
+    held = _choose_classes(num_classes, num_partitions, k, rng)
+    holders = np.bincount(held.ravel(), minlength=num_classes)
+    short = np.flatnonzero(holders > class_sizes)
+    if short.size:
+        c = short[0]
+        raise ValueError(
+            f"label_skew cannot give every partition {k} classes: class {classes[c]} has "
+            f"{class_sizes[c]} samples for {holders[c]} partitions holding it; use fewer "
+            f"partitions or a smaller classes_per_partition"
+        )
+    order = _order_by_class(codes, num_classes, rng)
+
+    # One slot per (class, holder), sorted by class to line up with ``order``; an unheld class
+    # gets a single slot owned by ``num_partitions``, the "unassigned" mark of ``_group``.
+    unheld = np.flatnonzero(holders == 0)
+    slot_class = np.concatenate([held.ravel(), unheld])
+    slot_owner = np.concatenate(
+        [np.repeat(np.arange(num_partitions), k), np.full(unheld.size, num_partitions)]
+    )
+    by_class = np.argsort(slot_class, kind="stable")
+    slot_class, slot_owner = slot_class[by_class], slot_owner[by_class]
+    slots = np.maximum(holders, 1)
+    rank = np.arange(slot_class.size) - (np.cumsum(slots) - slots)[slot_class]
+    size, extra = np.divmod(class_sizes, slots)
+    share = size[slot_class] + (rank < extra[slot_class])
+
+    owner = np.empty(labels.size, dtype=np.intp)
+    owner[order] = np.repeat(slot_owner, share)
+    return _group(owner, num_partitions, rng)
+
+
+def shards(labels: Any, num_partitions: int, shards_per_partition: int, seed: Seed) -> Partitions:
+    """Sort by label, cut into ``num_partitions * shards_per_partition`` shards, deal them out.
+
+    McMahan et al.'s pathological split. Shard sizes differ by at most one so that every sample
+    is assigned; within a class the samples are shuffled before cutting.
+    """
+    labels = as_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    per_partition = check_range(
+        "shards_per_partition",
+        shards_per_partition,
+        1,
+        labels.size // num_partitions,
+        " (the number of samples // num_partitions)",
+    )
+    rng = as_rng(seed)
+    _, codes, class_sizes = class_codes(labels)
+    order = _order_by_class(codes, class_sizes.size, rng)
+    num_shards = num_partitions * per_partition
+    size, extra = divmod(labels.size, num_shards)
+    shard_sizes = size + (np.arange(num_shards) < extra)
+    shard_owner = np.empty(num_shards, dtype=np.intp)
+    shard_owner[rng.permutation(num_shards)] = np.arange(num_shards) // per_partition
+    owner = np.empty(labels.size, dtype=np.intp)
+    owner[order] = np.repeat(shard_owner, shard_sizes)
+    return _group(owner, num_partitions, rng)
+
+
+def quantity_skew(
+    labels: Any,
+    num_partitions: int,
+    seed: Seed,
+    *,
+    alpha: float = 0.5,
+    min_partition_size: int = 0,
+    max_tries: int = 10,
+) -> Partitions:
+    """Split with IID labels but skewed sizes: size proportions drawn from Dir(alpha).
+
+    NIID-Bench's quantity skew (its default concentration is 0.5): small ``alpha`` gives a few
+    large partitions and many small ones, large ``alpha`` near-equal sizes. ``min_partition_size``
+    and ``max_tries`` work as in :func:`dirichlet`.
+    """
+    labels = as_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    alpha = check_alpha(alpha)
+    min_partition_size = _check_min_size(min_partition_size, labels.size, num_partitions)
+    max_tries = check_range("max_tries", max_tries, 1)
+    rng = as_rng(seed)
+    concentration = np.full(num_partitions, alpha)
+    total = np.array([labels.size])
+
+    def draw() -> np.ndarray:
+        return _split_counts(rng.dirichlet(concentration)[None, :], total)
+
+    counts = _draw_until_large_enough(
+        draw, min_partition_size, max_tries, "quantity_skew", alpha, num_partitions
+    )
+    return np.split(rng.permutation(labels.size), np.cumsum(counts[0])[:-1])
+
+
+SCHEMES: dict[str, Callable[..., Partitions]] = {
+    "iid": iid,
+    "dirichlet": dirichlet,
+    "label_skew": label_skew,
+    "shards": shards,
+    "quantity_skew": quantity_skew,
+}
+"""Scheme name -> function; :func:`partition` also accepts hyphens (``label-skew``)."""
+
+
+def scheme_name(scheme: str) -> str:
+    """Return the canonical name of ``scheme`` (hyphens become underscores)."""
+    if not isinstance(scheme, str):
+        raise TypeError(f"scheme must be a string, got {scheme!r}")
+    name = scheme.replace("-", "_")
+    if name not in SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+    return name
+
+
+def scheme_parameters(scheme: str) -> dict[str, Any]:
+    """Return the parameters of ``scheme`` besides labels, num_partitions and seed, with their
+    defaults (``inspect.Parameter.empty`` where the parameter is required)."""
+    signature = inspect.signature(SCHEMES[scheme_name(scheme)])
+    return {
+        name: parameter.default
+        for name, parameter in signature.parameters.items()
+        if name not in ("labels", "num_partitions", "seed")
+    }
+
+
+def partition(
+    labels: Any, scheme: str, num_partitions: int, seed: Seed, **params: Any
+) -> Partitions:
+    """Split ``labels`` with the scheme named ``scheme``, passing it ``params``."""
+    name = scheme_name(scheme)
+    allowed = scheme_parameters(name)
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) or "no parameters"
+        raise TypeError(f"scheme {name!r} got unknown parameter(s) {unknown}; it takes: {takes}")
+    missing = [p for p, default in allowed.items() if default is inspect.Parameter.empty]
+    missing = [p for p in missing if p not in params]
+    if missing:
+        raise TypeError(f"scheme {name!r} needs parameter(s) {missing}")
+    return SCHEMES[name](labels, num_partitions=num_partitions, seed=seed, **params)
+
+
+def _check_min_size(min_partition_size: Any, num_samples: int, num_partitions: int) -> int:
+    return check_range(
+        "min_partition_size",
+        min_partition_size,
+        0,
+        num_samples // num_partitions,
+        " (the number of samples // num_partitions)",
+    )
+
+
+def _order_by_class(codes: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+    """Sample indices grouped by class in ascending order, in random order within each class."""
+    shuffled = rng.permutation(codes.size)
+    return shuffled[np.argsort(compact(codes[shuffled], num_classes), kind="stable")]
+
+
+def _group(owner: np.ndarray, num_partitions: int, rng: np.random.Generator) -> Partitions:
+    """Index arrays of partitions 0..p-1 given each sample's owner (p: unassigned), shuffled."""
+    shuffled = rng.permutation(owner.size)
+    order = shuffled[np.argsort(compact(owner[shuffled], num_partitions + 1), kind="stable")]
+    sizes = np.bincount(owner, minlength=num_partitions + 1)[:num_partitions]
+    return np.split(order[: sizes.sum()], np.cumsum(sizes)[:-1])
+
+
+def _split_counts(shares: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Integer counts per row summing to ``totals``, cut where the cumulative shares fall.
+
+    The cut points are those of flwr-datasets and NIID-Bench, ``floor(cumsum(shares) * total)``,
+    with the last pinned to the total because the cumulative sum can end a rounding error below 1.
+    """
+    cuts = np.floor(np.cumsum(shares, axis=1) * totals[:, None]).astype(np.int64)
+    cuts[:, -1] = totals
+    np.minimum(cuts, totals[:, None], out=cuts)
+    return np.diff(cuts, axis=1, prepend=0)
+
+
+def _balanced_counts(shares: np.ndarray, class_sizes: np.ndarray, average: float) -> np.ndarray:
+    """``_split_counts`` class by class, skipping partitions already above ``average`` samples."""
+    counts = np.empty(shares.shape, dtype=np.int64)
+    sizes = np.zeros(shares.shape[1], dtype=np.int64)
+    for c, share in enumerate(shares):
+        open_ = sizes <= average
+        share = np.where(open_, share, 0.0)
+        # With a tiny alpha the open partitions' shares can all underflow to zero; they then
+        # split the class evenly rather than dividing by zero.
+        share = share / share.sum() if share.sum() > 0 else open_ / open_.sum()
+        counts[c] = _split_counts(share[None, :], class_sizes[c : c + 1])[0]
+        sizes += counts[c]
+    return counts
+
+
+def _draw_until_large_enough(
+    draw: Callable[[], np.ndarray],
+    min_partition_size: int,
+    max_tries: int,
+    scheme: str,
+    alpha: float,
+    num_partitions: int,
+) -> np.ndarray:
+    """Call ``draw`` (counts, classes x partitions) until every partition is big enough."""
+    for _ in range(max_tries):
+        counts = draw()
+        smallest = int(counts.sum(axis=0).min())
+        if smallest >= min_partition_size:
+            return counts
+    raise ValueError(
+        f"{scheme} left a partition below min_partition_size={min_partition_size} in all "
+        f"max_tries={max_tries} draws (the last draw's smallest had {smallest} samples); "
+        f"lower min_partition_size, raise alpha (got {alpha}) or use fewer partitions "
+        f"(got {num_partitions})"
+    )
+
+
+def _choose_classes(
+    num_classes: int, num_partitions: int, k: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A (num_partitions, k) array of class codes, distinct within each row.
+
+    Class ``must[t]`` goes to partition ``t % num_partitions`` first, which covers every class when
+    ``num_partitions * k >= num_classes`` and never gives a partition more than k of them; random
+    sort keys then fill each row with distinct other classes.
+    """
+    must = rng.permutation(num_classes)[: min(num_classes, num_partitions * k)]
+    keys = rng.random((num_partitions, num_classes), dtype=np.float32)
+    keys[np.arange(must.size) % num_partitions, must] = -1.0
+    return np.argsort(keys, axis=1)[:, :k]
