@@ -1,0 +1,102 @@
+"""A numpy ServerApp and ClientApp for strategy tests in Flower's simulation engine.
+
+Each virtual node minimises ``||w - target_k||^2 / 2`` (targets from its partition id) with a
+few SGD steps seeded by the task's ``task-seed``: cheap, deterministic, and enough to show
+ordering, staleness and faults. ``run(...)`` runs one simulation in-process and returns what
+the ServerApp's strategy returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Error, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+from fl_async.strategies.protocol import to_record
+
+DIM = 6
+client = ClientApp()
+server = ServerApp()
+SETUP: dict[str, Any] = {}  # the ServerApp's settings, filled by run() (same process)
+RESULTS: list[Any] = []
+
+
+def _target(partition: int) -> np.ndarray:
+    return np.random.default_rng(partition).normal(size=DIM).astype(np.float32)
+
+
+@client.query()
+def query(msg: Message, context: Context) -> Message:
+    partition = int(context.node_config["partition-id"])
+    metrics = MetricRecord({"partition-id": partition, "num-examples": 10 + partition})
+    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+
+
+@client.train()
+def train(msg: Message, context: Context) -> Message:
+    partition = int(context.node_config["partition-id"])
+    config = msg.content.config_records["config"]
+    # Settings travel in the task's config: ClientApps run in Ray's worker processes.
+    faults = dict(item.split("=") for item in str(config.get("faults", "")).split())
+    behaviour = faults.get(str(partition), "ok")
+    if behaviour == "raise":
+        raise RuntimeError(f"partition {partition} fails on purpose")
+    if behaviour == "error":
+        return Message(Error(code=1, reason="deliberate error reply"), reply_to=msg)
+    record = msg.content.array_records["arrays"]
+    w = record.to_numpy_ndarrays()[0]
+    seed = int(config.get("task-seed", 0))
+    scale = float(config.get("noise", 0.01))
+    noise = np.random.default_rng(seed).normal(scale=scale, size=DIM).astype(np.float32)
+    for _ in range(int(config.get("local-steps", 3))):
+        w = w - np.float32(0.3) * (w - _target(partition) + noise)
+    if behaviour == "nan":
+        w = np.full_like(w, np.nan)
+    if behaviour == "shape":
+        w = np.zeros(DIM + 1, np.float32)
+    metrics = MetricRecord({"num-examples": 10 + partition, "partition-id": partition})
+    reply = RecordDict({"arrays": to_record(list(record.keys()), [w]), "metrics": metrics})
+    return Message(reply, reply_to=msg)
+
+
+@server.main()
+def main(grid: Grid, context: Context) -> None:
+    strategy = SETUP["strategy"]()
+    initial = to_record(["w"], [np.zeros(DIM, np.float32)])
+    kwargs = dict(SETUP.get("start", {}))
+    if isinstance(strategy, FedAvg):
+        kwargs.pop("max_updates", None)
+    RESULTS.append(strategy.start(grid, initial, timeout=SETUP.get("timeout", 60), **kwargs))
+
+
+def run(
+    strategy_factory, *, num_nodes: int = 4, faults=None, timeout: float = 60, noise=True, **start
+):
+    """One in-process simulation; the strategy's result."""
+    from flwr.simulation import run_simulation
+
+    SETUP.clear()
+    settings = {"noise": 0.01 if noise else 0.0}
+    if faults:
+        settings["faults"] = " ".join(f"{k}={v}" for k, v in faults.items())
+    start["train_config"] = ConfigRecord(settings)
+    SETUP.update(strategy=strategy_factory, timeout=timeout, start=start)
+    RESULTS.clear()
+    run_simulation(
+        server,
+        client,
+        num_supernodes=num_nodes,
+        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+    )
+    if not RESULTS:
+        raise RuntimeError("the ServerApp did not finish: see the log above")
+    return RESULTS[0]
+
+
+def target_mean(num_nodes: int, weighted: bool = False) -> np.ndarray:
+    weights = [10 + k if weighted else 1 for k in range(num_nodes)]
+    return np.average([_target(k) for k in range(num_nodes)], axis=0, weights=weights)
