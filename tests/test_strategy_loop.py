@@ -279,3 +279,20 @@ def test_bad_strategy_arguments_are_named():
         ASGD(checkpoint_every=3)
     with pytest.raises(TypeError, match="aggregator must be an fl_async Aggregator"):
         AsyncStrategy(aggregator="asgd")
+
+
+def test_flowers_abstract_methods_build_and_read_the_loops_messages():
+    nodes = quadratic_fleet(3, seed=16)
+    grid = FakeGrid(nodes, max_delay=0)
+    strategy = ASGD(lr=0.5, min_nodes=3)
+    messages = list(strategy.configure_train(1, initial_arrays(), TRAIN, grid))
+    assert len(messages) == 3
+    config = messages[0].content.config_records["config"]
+    assert {"server-step", "server-round", "task-seed", "iteration", "lr"} <= set(config)
+    replies = grid.send_and_receive(messages, timeout=5)
+    arrays, record = strategy.aggregate_train(1, replies)
+    assert strategy.aggregator.version == 3
+    assert record["server-step"] == 3 and record["accepted"] == 1
+    np.testing.assert_array_equal(arrays.to_numpy_ndarrays()[0], strategy.aggregator.params[0])
+    evaluate = list(strategy.configure_evaluate(1, arrays, ConfigRecord(), grid))
+    assert len(evaluate) == 3 and evaluate[0].metadata.message_type == "evaluate"

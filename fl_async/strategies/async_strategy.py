@@ -178,7 +178,10 @@ class AsyncStrategy(Strategy):
         """Tasks for every connected node the policy allows now, built as the event loop does."""
         self._ensure_run(arrays, config, grid, timeout=3600.0)
         self._refresh_nodes(grid)
-        return [self._make_task(node_id)[1] for node_id in self._dispatchable()]
+        made = [self._make_task(node_id) for node_id in self._dispatchable()]
+        for task, _ in made:  # matched to replies by node: at most one task per node
+            self._track(f"configured-{task.node_id}", task)
+        return [message for _, message in made]
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -187,6 +190,8 @@ class AsyncStrategy(Strategy):
         last: MetricRecord | None = None
         for reply in replies:
             msg_id = reply.metadata.reply_to_message_id
+            if msg_id not in self._in_flight:
+                msg_id = f"configured-{reply.metadata.src_node_id}"
             task = self._in_flight.pop(msg_id, None)
             if task is None:
                 self._fault("unknown-reply", f"a reply to unknown message {msg_id!r}")
@@ -194,6 +199,7 @@ class AsyncStrategy(Strategy):
             if self._queue is not None and msg_id in self._queue:
                 self._queue.remove(msg_id)
             last = self._handle(task, reply, arrival=time.time())
+        self._flush_barrier()
         return self._model_record(), last
 
     def configure_evaluate(
