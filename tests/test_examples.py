@@ -1,0 +1,39 @@
+"""The examples run as documented."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _stop_ray():
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def test_a_standard_pytorch_app_runs_on_gsgm_after_a_one_line_change(tmp_path, monkeypatch):
+    example = EXAMPLES / "pytorch-one-line"
+    server_source = (example / "pytorchexample" / "server_app.py").read_text()
+    assert "strategy = GSGM(min_nodes=min_nodes)  # was: strategy = FedAvg(" in server_source
+    monkeypatch.syspath_prepend(str(example))
+    monkeypatch.chdir(tmp_path)  # the ServerApp writes summary.json to its working directory
+    from flwr.simulation import run_simulation
+    from pytorchexample import client_app, server_app
+
+    run_simulation(
+        server_app.app,
+        client_app.app,
+        num_supernodes=3,
+        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["updates"] >= 6
+    assert summary["accuracy"] > 0.3  # ten classes: chance is 0.1
