@@ -296,3 +296,14 @@ def test_flowers_abstract_methods_build_and_read_the_loops_messages():
     np.testing.assert_array_equal(arrays.to_numpy_ndarrays()[0], strategy.aggregator.params[0])
     evaluate = list(strategy.configure_evaluate(1, arrays, ConfigRecord(), grid))
     assert len(evaluate) == 3 and evaluate[0].metadata.message_type == "evaluate"
+
+
+def test_memory_budget_limits_tasks_in_flight():
+    nodes = quadratic_fleet(4, seed=17)
+    # room for one stored base version: one task at a time, so nothing is ever stale
+    strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=4, memory_budget=40)
+    result, _ = run(strategy, nodes, num_rounds=2)
+    assert result.num_updates == 8
+    assert all(r["staleness"] == 0 for r in result.train_metrics_clientapp.values())
+    with pytest.raises(ValueError, match="memory_budget must be > 0 bytes, got 0"):
+        ASGD(memory_budget=0)

@@ -86,7 +86,10 @@ class AsyncStrategy(Strategy):
     min_nodes : int (default: 2)
         Wait for this many connected nodes before the first task.
     max_in_flight : int, optional
-        At most this many tasks at once (default: every node).
+        At most this many tasks at once. Default: every node, as far as ``memory_budget``
+        allows (each task in flight may hold a stored base version of the model).
+    memory_budget : float (default: 2 GiB)
+        Bytes of stored base versions the default ``max_in_flight`` may use.
     eval_every : int, optional
         Central evaluation every this many server steps (default: the number of nodes).
     forget_after : int (default: 0)
@@ -118,6 +121,7 @@ class AsyncStrategy(Strategy):
         clock: VirtualClock | None = None,
         min_nodes: int = 2,
         max_in_flight: int | None = None,
+        memory_budget: float = 2 * 1024**3,
         eval_every: int | None = None,
         forget_after: int = 0,
         target_metric: str = "accuracy",
@@ -150,6 +154,9 @@ class AsyncStrategy(Strategy):
         self.clock = clock
         self.min_nodes = min_nodes
         self.max_in_flight = max_in_flight
+        if memory_budget <= 0:
+            raise ValueError(f"memory_budget must be > 0 bytes, got {memory_budget!r}")
+        self.memory_budget = memory_budget
         self.eval_every = eval_every
         self.forget_after = forget_after
         self.target_metric = target_metric
@@ -326,7 +333,7 @@ class AsyncStrategy(Strategy):
         for name, rule in self._auto.items():  # "auto" hyperparameters need the node count
             setattr(self.aggregator, name, rule(len(self._nodes)))
         self.aggregator.init(arrays.to_numpy_ndarrays())
-        self._model_bytes = sum(a.nbytes for a in self.aggregator.params)
+        self._model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
 
     def _wait_for_min_nodes(self, grid: Grid) -> None:
         deadline = time.time() + self._timeout
@@ -415,7 +422,10 @@ class AsyncStrategy(Strategy):
     def _dispatchable(self) -> list[int]:
         """Idle nodes the policy lets start now, by stable id (room in ``max_in_flight``)."""
         version = self.aggregator.version
-        room = (self.max_in_flight or len(self._nodes)) - len(self._in_flight)
+        limit = self.max_in_flight
+        if limit is None:
+            limit = min(len(self._nodes), max(1, int(self.memory_budget // self._model_bytes)))
+        room = limit - len(self._in_flight)
         chosen = []
         for stable in sorted(self._by_stable):
             if room <= 0:
