@@ -101,7 +101,8 @@ class QuadraticNode:
 
     It answers ``query`` with its partition id, trains ``local-steps`` steps of ``lr``, and can
     misbehave: ``fail`` (error replies), ``nan``, ``wrong_shape``, ``silent`` (never replies),
-    ``no_query`` (a standard ClientApp without a query handler).
+    ``no_query`` (a standard ClientApp without a query handler); or reply with its
+    pseudo-gradient (``pseudo``). It answers ``evaluate`` with its loss.
     """
 
     def __init__(self, partition_id: int, target: np.ndarray, *, num_examples: int = 10,
@@ -125,6 +126,11 @@ class QuadraticNode:
             return Message(RecordDict({"metrics": metrics}), reply_to=message)
         if self.mode == "fail":
             return Message(Error(code=0, reason="ClientApp raised"), reply_to=message)
+        if kind == "evaluate":
+            w = message.content.array_records["arrays"].to_numpy_ndarrays()[0]
+            loss = float(0.5 * np.sum((w - self.target) ** 2))
+            metrics = MetricRecord({"loss": loss, "num-examples": self.num_examples})
+            return Message(RecordDict({"metrics": metrics}), reply_to=message)
         record = message.content.array_records["arrays"]
         config = message.content.config_records["config"]
         arrays = record.to_numpy_ndarrays()
@@ -141,6 +147,12 @@ class QuadraticNode:
         if self.mode == "wrong_shape":
             w = np.zeros(w.shape + (2,), np.float32)
         self.trained += 1
+        if self.mode == "pseudo":  # send base - trained under the documented key instead
+            diffs = [arrays[0] - w, *(np.zeros_like(a) for a in arrays[1:])]
+            out = to_record(list(record.keys()), diffs)
+            metrics = MetricRecord({"num-examples": self.num_examples})
+            reply = RecordDict({"pseudo-gradient": out, "metrics": metrics})
+            return Message(reply, reply_to=message)
         out = to_record(list(record.keys()), [w, *arrays[1:]])
         metrics = MetricRecord(
             {"num-examples": self.num_examples, "partition-id": self.partition_id,

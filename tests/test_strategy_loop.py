@@ -307,3 +307,21 @@ def test_memory_budget_limits_tasks_in_flight():
     assert all(r["staleness"] == 0 for r in result.train_metrics_clientapp.values())
     with pytest.raises(ValueError, match="memory_budget must be > 0 bytes, got 0"):
         ASGD(memory_budget=0)
+
+
+def test_pseudo_gradient_replies_equal_trained_weight_replies():
+    weights, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=3), quadratic_fleet(3, seed=18))
+    pseudo_nodes = quadratic_fleet(3, seed=18)
+    for node in pseudo_nodes.values():
+        node.mode = "pseudo"
+    pseudo, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=3), pseudo_nodes)
+    assert pseudo.num_updates == weights.num_updates == 9
+    np.testing.assert_allclose(model(pseudo)[0], model(weights)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_federated_evaluation_at_the_end():
+    strategy = FedBuff(clock=VirtualClock(seed=0), min_nodes=3, federated_evaluation=True)
+    result, grid = run(strategy, quadratic_fleet(3, seed=19), num_rounds=2)
+    (step, metrics) = next(iter(result.evaluate_metrics_clientapp.items()))
+    assert step == result.server_steps and metrics["loss"] > 0
+    assert any(kind == "evaluate" for _, kind in grid.log)

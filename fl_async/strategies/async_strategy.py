@@ -290,10 +290,10 @@ class AsyncStrategy(Strategy):
                     self._after_step()
         if not self._result.evaluate_metrics_serverapp.get(self.aggregator.version):
             self._evaluate()
+        if self.checkpoint_dir is not None:
+            self._checkpoint()  # before tasks in flight are abandoned: a resume sends them again
         if self.federated_evaluation:
             self._federated_evaluation(grid, evaluate_config)
-        if self.checkpoint_dir is not None:
-            self._checkpoint()
         return self._finish(stop)
 
     # ------------------------------------------------------------------------------ set-up
@@ -718,6 +718,8 @@ class AsyncStrategy(Strategy):
         return value is not None and float(value) >= target
 
     def _federated_evaluation(self, grid: Grid, config: ConfigRecord | None) -> None:
+        self._in_flight.clear()  # the run is over: tasks still in flight are abandoned
+        self._stash.clear()
         messages = self.configure_evaluate(
             self.aggregator.version, self._model_record(), config or ConfigRecord(), grid
         )
