@@ -29,6 +29,10 @@ from fl_async.strategies.checkpoint import load_checkpoint, save_checkpoint
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 
+# Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
+# "error": the SuperLink answers a message past its TTL with 3 and one to a lost node with 5.
+_ERROR_KINDS = {3: "timeout", 4: "timeout", 5: "lost"}
+
 
 @dataclass
 class AsyncResult(Result):
@@ -69,6 +73,7 @@ class _Node:
     tasks: int = 0  # tasks dispatched so far (the clock's task index)
     busy: bool = False
     failed_at: int | None = None  # server step of its last failure
+    failures: int = 0  # failures in a row
 
 
 class AsyncStrategy(Strategy):
@@ -254,14 +259,16 @@ class AsyncStrategy(Strategy):
         ``evaluate_fn``'s ``target_metric``) stop it earlier. ``timeout`` is each task's TTL
         and the longest wait for a reply or for nodes.
         """
-        log(INFO, "Starting %s (asynchronous):", type(self).__name__)
-        self.summary()
         self._timeout = float(timeout)
         self._wall_start = time.time()
         self._evaluate_fn = evaluate_fn
         resumed = self._try_resume(grid, initial_arrays, train_config)
         if not resumed:
             self._ensure_run(initial_arrays, train_config, grid, timeout=self._timeout, fresh=True)
+        log(
+            INFO, "Starting %s (asynchronous) with %d nodes:", type(self).__name__, len(self._nodes)
+        )
+        self.summary()
         num_nodes = len(self._nodes)
         budget = num_rounds * num_nodes
         if max_updates is not None:
@@ -273,7 +280,6 @@ class AsyncStrategy(Strategy):
         stop = ""
         while not stop:
             self._refresh_nodes(grid, every=self.refresh_interval)
-            self._dispatch(grid)
             if self._num_updates >= budget:
                 stop = "budget"
             elif max_wall_time is not None and time.time() - self._wall_start >= max_wall_time:
@@ -282,7 +288,7 @@ class AsyncStrategy(Strategy):
                 stop = "max-virtual-time"
             elif target_accuracy is not None and self._reached(target_accuracy):
                 stop = "target-accuracy"
-            elif not self._in_flight:
+            elif not self._dispatch(grid) and not self._in_flight:
                 stop = self._wait_for_nodes(grid)
             else:
                 stepped = self._next_reply(grid)
@@ -440,24 +446,26 @@ class AsyncStrategy(Strategy):
         return chosen
 
     def _may_retry(self, node: _Node) -> bool:
-        # A failed node gets work again once the model has moved on (or nothing else runs),
-        # so a node that fails at once cannot spin the loop.
-        return (
-            node.failed_at is None
-            or self.aggregator.version > node.failed_at
-            or not self._in_flight
-        )
+        # A failed node gets work again once the model has moved on by 1, 2, 4, ... (at most
+        # 64) server steps for each failure in a row, or when nothing else runs: a node that
+        # fails at once cannot spin the loop, and a dead one costs few tasks until it is gone.
+        if node.failed_at is None or not self._in_flight:
+            return True
+        backoff = 2 ** min(node.failures - 1, 6)
+        return self.aggregator.version >= node.failed_at + backoff
 
-    def _dispatch(self, grid: Grid) -> None:
+    def _dispatch(self, grid: Grid) -> bool:
+        """Send a task to every node that may start one; return whether any was sent."""
         chosen = self._dispatchable()
         if not chosen:
-            return
+            return False
         made = [self._make_task(node_id) for node_id in chosen]
         ids = list(grid.push_messages([message for _, message in made]))
         for (task, _), msg_id in zip(made, ids, strict=True):
             self._track(msg_id, task)
         if len(ids) < len(made):
             self._fault("push-failed", f"{len(made) - len(ids)} tasks could not be pushed")
+        return bool(ids)
 
     def _make_task(self, node_id: int) -> tuple[_Task, Message]:
         node = self._nodes[node_id]
@@ -578,7 +586,8 @@ class AsyncStrategy(Strategy):
         if node is not None:
             node.busy = False
         if reply.has_error():
-            self._failed(task, f"error reply: {reply.error.reason}", "error")
+            kind = _ERROR_KINDS.get(reply.error.code, "error")
+            self._failed(task, f"error reply {reply.error.code}: {reply.error.reason}", kind)
             return None
         try:
             parsed = protocol.read_train_reply(reply)
@@ -601,6 +610,7 @@ class AsyncStrategy(Strategy):
         self.policy.finished(task.stable_id, duration=duration)
         if node is not None:
             node.failed_at = None
+            node.failures = 0
             if parsed.num_examples > 0:
                 node.num_examples = parsed.num_examples
         if accepted:
@@ -642,6 +652,7 @@ class AsyncStrategy(Strategy):
         if node is not None:
             node.busy = False
             node.failed_at = self.aggregator.version
+            node.failures += 1
         self.policy.leave(task.stable_id)
         self._schedule_forget(task.stable_id)
 
@@ -708,7 +719,10 @@ class AsyncStrategy(Strategy):
         )
         self._result.evaluate_metrics_serverapp[version] = record
         shown = ", ".join(f"{k}={v:.4g}" for k, v in dict(metrics).items())
-        log(INFO, "step %d | virtual time %.1f | %s", version, self._now, shown)
+        if self.clock is not None:
+            log(INFO, "step %d | virtual time %.1f | %s", version, self._now, shown)
+        else:
+            log(INFO, "step %d | wall time %.1f s | %s", version, record["wall-time"], shown)
 
     def _reached(self, target: float) -> bool:
         if not self._result.evaluate_metrics_serverapp:

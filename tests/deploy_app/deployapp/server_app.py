@@ -1,0 +1,123 @@
+"""The ServerApp: one fl_async strategy in real-time mode (replies applied in arrival order).
+
+It runs in its own process under ``flwr run``, so it reports through files named in the run
+config: ``progress-path`` (rewritten after every server step) and ``result-path`` (the final
+result, or the error that stopped the run).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.serverapp import Grid, ServerApp
+
+from deployapp.task import DIM, loss
+from fl_async.strategies import ASGD, DCASGD, GSGM, FedAsync, FedBuff, TrendSmooth
+
+app = ServerApp()
+
+STRATEGIES = {
+    "asgd": ASGD,
+    "dcasgd": DCASGD,
+    "fedasync": FedAsync,
+    "fedbuff": FedBuff,
+    "gsgm": GSGM,
+    "trendsmooth": TrendSmooth,
+}
+
+
+class _FaultLog(logging.Handler):
+    """Keep the strategy's ``fault (...)`` warnings with their wall-clock time."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.faults: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("fault ("):
+            self.faults.append({"time": record.created, "message": message})
+
+
+def _write_json(path: str, payload: dict[str, Any]) -> None:
+    """Write ``payload`` atomically (a reader never sees half a file)."""
+    if not path:
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = context.run_config
+    result_path = str(cfg.get("result-path", ""))
+    progress_path = str(cfg.get("progress-path", ""))
+    num_partitions = int(cfg["min-nodes"])
+    started = time.time()
+    fault_log = _FaultLog()
+    logging.getLogger("flwr").addHandler(fault_log)
+
+    def evaluate(step: int, arrays: ArrayRecord) -> MetricRecord:
+        value = loss(arrays.to_numpy_ndarrays()[0], num_partitions)
+        _write_json(
+            progress_path,
+            {"server-step": step, "loss": value, "elapsed": time.time() - started},
+        )
+        return MetricRecord({"loss": value})
+
+    try:
+        strategy = STRATEGIES[str(cfg["strategy"])](min_nodes=int(cfg["min-nodes"]), eval_every=1)
+        initial = ArrayRecord([np.zeros(DIM, np.float32)])
+        result = strategy.start(
+            grid,
+            initial,
+            num_rounds=10**6,  # the budgets below stop the run
+            timeout=float(cfg["timeout"]),
+            train_config=ConfigRecord({"local-steps": int(cfg["local-steps"])}),
+            evaluate_fn=evaluate,
+            max_updates=int(cfg["num-updates"]),
+            max_wall_time=float(cfg["max-wall-time"]),
+        )
+    except BaseException as err:  # report, then let Flower mark the run as failed
+        _write_json(
+            result_path,
+            {
+                "error": repr(err),
+                "traceback": traceback.format_exc(),
+                "fault-log": fault_log.faults,
+            },
+        )
+        raise
+    finally:
+        logging.getLogger("flwr").removeHandler(fault_log)
+    arrays = result.arrays.to_numpy_ndarrays()
+    _write_json(
+        result_path,
+        {
+            "strategy": type(strategy).__name__,
+            "finite": bool(all(np.all(np.isfinite(a)) for a in arrays)),
+            "final-loss": loss(arrays[0], num_partitions),
+            "initial-loss": loss(np.zeros(DIM, np.float32), num_partitions),
+            "model": [float(x) for x in arrays[0]],
+            "num-updates": result.num_updates,
+            "server-steps": result.server_steps,
+            "faults": result.faults,
+            "rejected": result.rejected,
+            "stopped-by": result.stopped_by,
+            "wall-time": result.wall_time,
+            "replies": len(result.train_metrics_clientapp),
+            "started": started,
+            "fault-log": fault_log.faults,
+        },
+    )

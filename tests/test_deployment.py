@@ -1,0 +1,106 @@
+"""fl_async on Flower's deployment engine: real SuperLink and SuperNode processes on 127.0.0.1.
+
+A SuperLink and three SuperNodes run ``tests/deploy_app`` (ASGD in real-time mode); one
+SuperNode is killed (SIGKILL, by PID, with what it started) after the first updates. The run
+must still finish by its budget with a finite model and count the lost task as a fault; every
+process is stopped by PID afterwards, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from flower_processes import FlowerDeployment
+
+APP = Path(__file__).parent / "deploy_app"
+NUM_NODES = 3
+TIMEOUT = 20.0  # each task's TTL: the killed node's task is dropped after this long
+NUM_UPDATES = 18  # leaves the run well past the killed task's TTL
+KILL_AFTER_STEP = 3
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_step(progress: Path, step: int, deployment: FlowerDeployment, run, timeout: float):
+    """Wait until the ServerApp reports server step ``step`` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_json(progress)
+        if state is not None and state["server-step"] >= step:
+            return state
+        if not run.running():
+            break
+        time.sleep(0.2)
+    pytest.fail(f"server step {step} not reached; progress {read_json(progress)}\n"
+                f"{deployment.logs()}")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
+    result_path, progress_path = tmp_path / "result.json", tmp_path / "progress.json"
+    deployment = FlowerDeployment(tmp_path / "flower")
+    try:
+        deployment.start_superlink()
+        for partition in range(NUM_NODES):
+            deployment.start_supernode(partition, NUM_NODES)
+        deployment.wait_for_nodes(NUM_NODES)
+        run = deployment.start_run(
+            APP,
+            {
+                "strategy": "asgd",
+                "min-nodes": NUM_NODES,
+                "num-updates": NUM_UPDATES,
+                "timeout": TIMEOUT,
+                "max-wall-time": 100.0,
+                "result-path": str(result_path),
+                "progress-path": str(progress_path),
+            },
+        )
+        wait_for_step(progress_path, KILL_AFTER_STEP, deployment, run, timeout=90)
+        victim = deployment.supernodes[NUM_NODES - 1]  # partition-id = the strategy's stable id
+        killed_at = time.time()
+        deployment.kill_supernode(NUM_NODES - 1)
+        assert not victim.running() and victim.leftovers() == []
+
+        status = deployment.wait_run(run, timeout=150)
+        result = read_json(result_path)
+        context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
+        # `flwr run` exits 0 even when the ServerApp raises: check its status and our file.
+        assert status == 0, context
+        assert result is not None and "error" not in result, context
+        runs = deployment.runs_status()
+        assert [r["status"] for r in runs] == ["finished:completed"], runs
+        assert result["stopped-by"] in ("budget", "max-wall-time"), context
+        assert result["finite"], context
+        assert result["final-loss"] < result["initial-loss"], context
+        assert result["num-updates"] > KILL_AFTER_STEP, context
+        assert result["faults"].keys() <= {"timeout", "lost", "node-left", "error"}, context
+        # The killed node's task is given up within about one task timeout (its TTL).
+        victim_faults = [
+            f["time"] - killed_at
+            for f in result["fault-log"]
+            if f"(stable id {NUM_NODES - 1})" in f["message"]
+        ]
+        assert victim_faults, context
+        assert 0 < victim_faults[0] < TIMEOUT + 15, context
+        print(
+            f"\nkilled a SuperNode at {killed_at - result['started']:.1f} s; its task dropped "
+            f"{victim_faults[0]:.1f} s later; faults {result['faults']}; "
+            f"{result['num-updates']} updates in {result['wall-time']:.1f} s "
+            f"({result['stopped-by']})"
+        )
+        for fault in result["fault-log"]:
+            print(f"  +{fault['time'] - killed_at:5.1f} s  {fault['message']}")
+    finally:
+        stopping = time.monotonic()
+        deployment.stop_all()
+        print(f"stopped every process in {time.monotonic() - stopping:.1f} s")
+    assert deployment.leftovers() == [], "processes left running"
