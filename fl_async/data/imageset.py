@@ -120,7 +120,12 @@ def as_index(indices: Indices | None, size: int) -> torch.Tensor:
     array = np.asarray(indices).reshape(-1)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"indices must be integers, got {array.dtype}")
-    index = torch.as_tensor(array, dtype=torch.int64)
+    # Cached partitions are read-only numpy arrays, which torch cannot share: copy those.
+    index = (
+        torch.tensor(array, dtype=torch.int64)
+        if not array.flags.writeable
+        else (torch.as_tensor(array, dtype=torch.int64))
+    )
     if len(index) and (int(index.min()) < 0 or int(index.max()) >= size):
         raise IndexError(
             f"indices must lie in [0, {size}), got [{int(index.min())}, {int(index.max())}]"

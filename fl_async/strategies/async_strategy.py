@@ -514,7 +514,7 @@ class AsyncStrategy(Strategy):
     def _examples_for(self, node: _Node) -> int:
         """Examples the next task processes: last ``num-examples`` x local epochs (or steps)."""
         config = {**self._train_config, **self.task_config}
-        if "local-steps" in config:
+        if int(config.get("local-steps", 0)) > 0:
             return int(config["local-steps"]) * int(config.get("batch-size", 32))
         known = node.num_examples if node.num_examples is not None else 100
         return known * int(config.get("local-epochs", 1))

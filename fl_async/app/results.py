@@ -1,0 +1,150 @@
+"""What a run leaves behind: ``history.json``, ``accuracy.png`` and ``staleness.png``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fl_async.strategies import AsyncResult
+
+HISTORY = "history.json"
+ACCURACY_PLOT = "accuracy.png"
+STALENESS_PLOT = "staleness.png"
+
+
+def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
+    """The run as plain JSON values: ``info`` (keys hyphenated) then what ``result`` holds.
+
+    ``evaluations`` has one entry per central evaluation (``server-step``, ``accuracy``,
+    ``loss``, ``virtual-time``, ``wall-time``, ``num-updates``); ``updates`` one per reply, in
+    the order the strategy applied them, with ``index`` (1, 2, ...) and its record.
+    """
+    evaluations = [
+        {"server-step": int(step), **dict(record)}
+        for step, record in sorted(result.evaluate_metrics_serverapp.items())
+    ]
+    updates = [
+        {"index": int(index), **dict(record)}
+        for index, record in sorted(result.train_metrics_clientapp.items())
+    ]
+    final = evaluations[-1] if evaluations else {}
+    federated = {
+        int(step): dict(record) for step, record in result.evaluate_metrics_clientapp.items()
+    }
+    return {
+        **{key.replace("_", "-"): value for key, value in info.items()},
+        "stopped-by": result.stopped_by,
+        "num-updates": result.num_updates,
+        "server-steps": result.server_steps,
+        "virtual-time": result.virtual_time,
+        "wall-time": result.wall_time,
+        "final-accuracy": final.get("accuracy"),
+        "final-loss": final.get("loss"),
+        "faults": dict(result.faults),
+        "rejected": dict(result.rejected),
+        "evaluations": evaluations,
+        "federated-evaluations": federated,
+        "updates": updates,
+    }
+
+
+def write_results(directory: Path, history: Mapping[str, Any]) -> list[Path]:
+    """Write ``history.json`` (atomically) and both plots into ``directory``; their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / HISTORY, directory / ACCURACY_PLOT, directory / STALENESS_PLOT]
+    _write_json(paths[0], history)
+    plot_accuracy(history, paths[1])
+    plot_staleness(history, paths[2])
+    return paths
+
+
+def plot_accuracy(history: Mapping[str, Any], path: Path) -> None:
+    """Central test accuracy against virtual time (wall time when the clock is real)."""
+    figure, axes = _figure()
+    virtual = history.get("config", {}).get("clock.type", "virtual") == "virtual"
+    time_key = "virtual-time" if virtual else "wall-time"
+    points = [e for e in history["evaluations"] if "accuracy" in e]
+    axes.plot(
+        [e[time_key] for e in points], [e["accuracy"] for e in points], marker="o", markersize=3
+    )
+    axes.set_xlabel("virtual time (s)" if virtual else "wall time (s)")
+    axes.set_ylabel("test accuracy")
+    axes.set_ylim(0, 1)
+    axes.grid(alpha=0.3)
+    axes.set_title(_title(history))
+    _save(figure, path)
+
+
+def plot_staleness(history: Mapping[str, Any], path: Path) -> None:
+    """Histogram of the staleness (server steps) of every update the server received."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = _figure()
+    staleness = np.array([u["staleness"] for u in history["updates"]], dtype=np.int64)
+    if staleness.size:
+        bins = np.arange(staleness.max() + 2) - 0.5
+        counts, _, _ = axes.hist(staleness, bins=bins, rwidth=0.85)
+        axes.set_ylim(0, 1.25 * counts.max())  # room for the legend above the bars
+        label = f"mean {staleness.mean():.2f}, max {staleness.max()}"
+        axes.axvline(staleness.mean(), color="black", linestyle="--", linewidth=1, label=label)
+        axes.legend(loc="upper right", framealpha=0.9)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("staleness (server steps)")
+    axes.set_ylabel("updates")
+    axes.set_title(_title(history))
+    _save(figure, path)
+
+
+def _title(history: Mapping[str, Any]) -> str:
+    config = history.get("config", {})
+    scheme = config.get("partition.scheme", "")
+    if scheme == "dirichlet":
+        scheme = f"dirichlet({config.get('partition.alpha')})"
+    return (
+        f"{config.get('strategy', '').upper()} on {config.get('dataset', '')}, "
+        f"{history.get('num-nodes', '?')} nodes, {scheme}"
+    )
+
+
+def _figure() -> tuple[Any, Any]:
+    # The Agg canvas directly, not pyplot: no GUI backend, no global figure registry.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _save(figure: Any, path: Path) -> None:
+    figure.savefig(path, dpi=120)
+
+
+def _write_json(path: Path, value: Mapping[str, Any]) -> None:
+    # Write then rename: a reader (or a crash) never sees half a history.
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as stream:
+        json.dump(_finite(value), stream, indent=1, allow_nan=False)
+        stream.write("\n")
+    os.replace(temporary, path)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with numpy scalars as Python numbers and NaN/inf as None (strict JSON)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

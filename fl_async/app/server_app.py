@@ -1,0 +1,208 @@
+"""The ServerApp that ``flwr run .`` starts: strategy, clock, budgets and data of the run config.
+
+It evaluates the global model centrally on the dataset's test split, logs progress at every
+evaluation (server step, virtual time, accuracy), and writes ``history.json``, ``accuracy.png``
+and ``staleness.png`` to ``output-dir`` (docs/running.md).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from importlib import metadata
+from logging import INFO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.common.logger import log
+from flwr.serverapp import Grid, ServerApp
+from torch import nn
+
+from fl_async.app.config import AppConfig, parse_run_config
+from fl_async.app.results import history_of, write_results
+from fl_async.clients import training
+from fl_async.clients.client_app import cached_dataset, new_model
+from fl_async.clients.device import select_device
+from fl_async.data import FederatedData, ImageSet
+from fl_async.models import get_weights, set_weights
+from fl_async.partitioning import count_matrix
+from fl_async.scheduling import VirtualClock, ranking_by_classes
+from fl_async.strategies import PRESETS, AsyncStrategy
+from fl_async.strategies.protocol import to_record
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Run the strategy that the run config names, then write the results."""
+    run(grid, parse_run_config(context.run_config))
+
+
+class CentralEvaluation:
+    """``evaluate_fn`` for the strategy: loss and accuracy of a model on a test set."""
+
+    def __init__(self, model: nn.Module, test: ImageSet, device: torch.device) -> None:
+        self.model = model
+        self.test = test
+        self.device = device
+
+    def __call__(self, server_step: int, arrays: ArrayRecord) -> MetricRecord:
+        """Metrics of ``arrays`` (the global model at ``server_step``)."""
+        set_weights(self.model, arrays.to_numpy_ndarrays())
+        metrics = training.evaluate(self.model, self.test, device=self.device)
+        return MetricRecord({"accuracy": metrics["accuracy"], "loss": metrics["loss"]})
+
+
+def run(grid: Grid, config: AppConfig) -> Path:
+    """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
+    output = output_directory(config)
+    device = select_device(config.device)
+    data = cached_dataset(config.data.dataset, config.data.root)
+    # The server splits the labels as the nodes do, for the speed ranking and the history.
+    parts = config.data.partitions(data, config.num_nodes)
+    counts = count_matrix(data.train.labels.numpy(), parts)
+    clock = make_clock(config, counts)
+    strategy = build_strategy(config, clock=clock, output=output)
+    model = new_model(config.data, data, seed=config.seed)
+    initial = to_record(list(model.state_dict()), get_weights(model))
+    log(
+        INFO,
+        "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
+        config.strategy, config.data.dataset, len(data.train), len(data.test), config.num_nodes,
+        config.data.scheme, config.clock, output,
+    )  # fmt: skip
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    result = strategy.start(
+        grid,
+        initial,
+        num_rounds=config.num_rounds,
+        timeout=config.timeout,
+        train_config=ConfigRecord(config.train_config()),
+        evaluate_fn=CentralEvaluation(model, data.test, device),
+        max_updates=config.max_updates,
+        max_virtual_time=config.max_virtual_time,
+        max_wall_time=config.max_wall_time,
+        target_accuracy=config.target_accuracy,
+    )
+    history = history_of(
+        result,
+        config={**config.values, "output-dir": str(output)},
+        num_nodes=config.num_nodes,
+        started_at=started,
+        versions=_versions(),
+        strategy=_describe(strategy),
+        dataset=_describe_data(data),
+        model={"class": type(model).__name__, "parameters": _num_parameters(model)},
+        partitions={
+            "sizes": [len(p) for p in parts],
+            "classes-held": (counts > 0).sum(axis=1).tolist(),
+        },
+    )
+    paths = write_results(output, history)
+    log(
+        INFO,
+        "fl-async: final accuracy %s after %d updates (%s), virtual time %.1f s, wall time "
+        "%.1f s; wrote %s",
+        _percent(history["final-accuracy"]), result.num_updates, result.stopped_by,
+        result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
+    )  # fmt: skip
+    return output
+
+
+def output_directory(config: AppConfig) -> Path:
+    """``output-dir``, or ``outputs/<strategy>-seed<seed>-<time>`` under the working directory."""
+    if config.output_dir:
+        return Path(config.output_dir).expanduser().resolve()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("outputs", f"{config.strategy}-seed{config.seed}-{stamp}").resolve()
+
+
+def make_clock(config: AppConfig, counts: np.ndarray) -> VirtualClock | None:
+    """The virtual clock of ``config`` (None for ``clock = "real"``).
+
+    ``correlate`` ranks node speeds by the classes each partition holds (row ``i`` of
+    ``counts`` is partition ``i``, which is the node's stable id).
+    """
+    if config.clock == "real":
+        return None
+    ranking = None
+    if config.correlate != "none":
+        ranking = ranking_by_classes(counts, fast=config.correlate.split("-")[0])
+    # sigma belongs to the lognormal model only; VirtualClock rejects it for the others.
+    sigma = {"sigma": config.clock_sigma} if config.clock_speed == "lognormal" else {}
+    return VirtualClock(
+        seed=config.seed,
+        speed=config.clock_speed,
+        **sigma,
+        jitter=config.clock_jitter,
+        trace=config.clock_trace or None,
+        ranking=ranking,
+    )
+
+
+def build_strategy(
+    config: AppConfig, *, clock: VirtualClock | None, output: Path | None = None
+) -> AsyncStrategy:
+    """The preset ``config.strategy`` with its hyperparameters and the run's settings."""
+    checkpoint_dir = None
+    if config.checkpoint_every is not None:
+        if output is None:
+            raise ValueError("checkpoint-every needs an output directory")
+        checkpoint_dir = output / "checkpoint"
+    try:
+        return PRESETS[config.strategy](
+            **config.hyperparameters,
+            clock=clock,
+            min_nodes=config.num_nodes,
+            max_in_flight=config.max_in_flight,
+            eval_every=config.eval_every,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=config.checkpoint_every,
+            federated_evaluation=config.federated_evaluation,
+            seed=config.seed,
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"run config for strategy {config.strategy!r}: {error}") from error
+
+
+def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
+    # Read after the run: "auto" hyperparameters are resolved from the number of nodes by then.
+    clock = strategy.clock
+    return {
+        "class": type(strategy).__name__,
+        "aggregator": repr(strategy.aggregator),
+        "policy": repr(strategy.policy),
+        "clock": None if clock is None else clock.hyperparameters(),
+    }
+
+
+def _describe_data(data: FederatedData) -> dict[str, Any]:
+    return {
+        "name": data.name,
+        "train-examples": len(data.train),
+        "test-examples": len(data.test),
+        "num-classes": data.num_classes,
+        "image-shape": list(data.image_shape),
+    }
+
+
+def _num_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("fl-async", "flwr", "torch", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
