@@ -101,14 +101,15 @@ class TrendSmooth(Aggregator):
             if weight != 1.0:
                 np.multiply(d, weight, out=g)  # g = s(tau) * delta
                 d = g
-            self._base_step(d, d_step, moment, t, scratch=out)
-            # Shrink where d * T < 0 by multiplying with a factor 1 or shrink: masked ufuncs
-            # (where=, putmask) are about 50x slower than plain arithmetic.
-            np.multiply(d_step, tr, out=nt)
-            np.less(nt, 0.0, out=nt, casting="unsafe")  # 1.0 where the step opposes the trend
-            np.multiply(nt, self.shrink - 1.0, out=nt)
-            np.add(nt, 1.0, out=nt)
-            np.multiply(d_step, nt, out=d_step)
+            x, scale = self._base_direction(d, d_step, moment, t, scratch=out)  # d = scale * x
+            # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Masked ufuncs (where=,
+            # putmask) are about 50x slower than multiplying by a factor of scale or
+            # scale * shrink, which also folds the base step's scale in.
+            np.multiply(x, tr, out=nt)
+            np.greater(nt, 0.0, out=nt, casting="unsafe")  # 1.0 where the step opposes the trend
+            np.multiply(nt, scale * (self.shrink - 1.0), out=nt)
+            np.add(nt, scale, out=nt)
+            np.multiply(x, nt, out=d_step)  # d, shrunk
             np.add(w, d_step, out=out)  # w + d
             np.multiply(tr, self.trend_decay, out=nt)
             np.multiply(d_step, 1.0 - self.trend_decay, out=d_step)
@@ -128,27 +129,26 @@ class TrendSmooth(Aggregator):
         self._swap_next()
         return True
 
-    def _base_step(
+    def _base_direction(
         self, g: np.ndarray, out: np.ndarray, moment: list[np.ndarray], t: int, scratch: np.ndarray
-    ) -> None:
-        """Write the base optimizer's step ``d`` for gradient ``g`` into ``out``.
+    ) -> tuple[np.ndarray, float]:
+        """The base optimizer's step for gradient ``g`` as ``(x, scale)``, ``d = scale * x``.
 
-        ``moment`` holds (new, old) pairs: ``[m', m]`` for momentum, ``[m', m, q', q]`` for adam.
+        ``moment`` holds (new, old) pairs: ``[m', m]`` for momentum, ``[m', m, q', q]`` for adam;
+        ``x`` is ``g``, the new ``m``, or (adam) written into ``out``. ``scale <= 0``.
         """
         if self.base == "sgd":
-            np.multiply(g, -self.lr, out=out)
-            return
+            return g, -self.lr  # d = -lr * g
         new_m, m = moment[0], moment[1]
         if self.base == "momentum":
             np.multiply(m, self.beta, out=new_m)
             np.add(new_m, g, out=new_m)  # m = beta * m + g
-            np.multiply(new_m, -self.lr, out=out)
-            return
+            return new_m, -self.lr  # d = -lr * m
         new_q, q = moment[2], moment[3]
         np.multiply(m, self.beta1, out=new_m)
         np.multiply(g, 1.0 - self.beta1, out=out)
         np.add(new_m, out, out=new_m)  # m = beta1 * m + (1 - beta1) * g
-        np.multiply(g, g, out=out)
+        np.square(g, out=out)
         np.multiply(out, 1.0 - self.beta2, out=out)
         np.multiply(q, self.beta2, out=new_q)
         np.add(new_q, out, out=new_q)  # q = beta2 * q + (1 - beta2) * g * g
@@ -157,7 +157,7 @@ class TrendSmooth(Aggregator):
         np.sqrt(new_q, out=scratch)
         np.add(scratch, self.eps * root_c2, out=scratch)
         np.divide(new_m, scratch, out=out)
-        np.multiply(out, -self.lr * root_c2 / (1.0 - self.beta1**t), out=out)
+        return out, -self.lr * root_c2 / (1.0 - self.beta1**t)
 
     def _rule_state(self) -> dict[str, Any]:
         return {
