@@ -19,7 +19,7 @@ from fl_async.strategies import (
     FedBuff,
     TrendSmooth,
 )
-from fl_async.strategies.protocol import train_message
+from fl_async.strategies.protocol import to_record, train_message
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 
@@ -118,7 +118,8 @@ def test_ssgd_with_lr_one_is_fedavg():
         for k, twin in sorted(twins.items()):
             seed = int(np.random.SeedSequence([0, k, round_]).generate_state(1)[0])
             config = {**dict(TRAIN), "task-seed": seed}
-            reply = twin(train_message(1, ["w", "count"], [w, np.array(0)], config, ttl=10))
+            record = to_record(["w", "count"], [w, np.array(0)])
+            reply = twin(train_message(1, record, config, ttl=10))
             trained = reply.content.array_records["arrays"].to_numpy_ndarrays()[0]
             acc += twin.num_examples * trained.astype(np.float64)
             total += twin.num_examples

@@ -322,6 +322,7 @@ class AsyncStrategy(Strategy):
         self._train_config = dict(config or {})
         self._nodes: dict[int, _Node] = {}
         self._by_stable: dict[int, int] = {}
+        self._order: list[int] = []  # stable ids, sorted: the dispatch order
         self._in_flight: dict[str, _Task] = {}
         self._stash: dict[str, Message] = {}
         self._queue = TaskQueue() if self.clock is not None else None
@@ -335,6 +336,7 @@ class AsyncStrategy(Strategy):
         self._last_eval_step = -1
         self._last_checkpoint_step = 0
         self._last_refresh = 0.0
+        self._record_cache: tuple[int, ArrayRecord] | None = None
         self._wait_for_min_nodes(grid)
         for name, rule in self._auto.items():  # "auto" hyperparameters need the node count
             setattr(self.aggregator, name, rule(len(self._nodes)))
@@ -365,6 +367,7 @@ class AsyncStrategy(Strategy):
         for node_id in sorted(set(self._nodes) - connected):
             node = self._nodes.pop(node_id)
             del self._by_stable[node.stable_id]
+            self._order = sorted(self._by_stable)
             self._fault("node-left", f"node {node_id} (stable id {node.stable_id}) left")
             for msg_id, task in list(self._in_flight.items()):
                 if task.node_id == node_id:
@@ -421,6 +424,7 @@ class AsyncStrategy(Strategy):
             stable_id=stable, partition_id=partition, num_examples=examples
         )
         self._by_stable[stable] = node_id
+        self._order = sorted(self._by_stable)
         self._forget_at.pop(stable, None)
         self.policy.join(stable)
 
@@ -433,7 +437,7 @@ class AsyncStrategy(Strategy):
             limit = min(len(self._nodes), max(1, int(self.memory_budget // self._model_bytes)))
         room = limit - len(self._in_flight)
         chosen = []
-        for stable in sorted(self._by_stable):
+        for stable in self._order:
             if room <= 0:
                 break
             node_id = self._by_stable[stable]
@@ -507,9 +511,18 @@ class AsyncStrategy(Strategy):
             "task-seed": seed,
             "iteration": iteration,
         }
-        model = base if base is not None else self.aggregator.params
-        message = protocol.train_message(node_id, self._keys, model, config, ttl=self._timeout)
-        return task, message
+        if base is not None:
+            record = protocol.to_record(self._keys, base)
+        else:
+            record = self._version_record(version)
+        return task, protocol.train_message(node_id, record, config, ttl=self._timeout)
+
+    def _version_record(self, version: int) -> ArrayRecord:
+        """The current model as an ArrayRecord, serialised once per version for all its tasks."""
+        cached = self._record_cache
+        if cached is None or cached[0] != version:
+            cached = self._record_cache = (version, self._model_record())
+        return cached[1]
 
     def _examples_for(self, node: _Node) -> int:
         """Examples the next task processes: last ``num-examples`` x local epochs (or steps)."""
@@ -575,7 +588,8 @@ class AsyncStrategy(Strategy):
             if time.time() - oldest > self._timeout:
                 return None
             time.sleep(interval)
-            interval = min(interval * 1.5, 0.5)
+            # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
+            interval = min(interval * 1.5, 0.05)
 
     def _handle(self, task: _Task, reply: Message, *, arrival: float) -> MetricRecord | None:
         """Turn one reply into a client update and apply it; record what happened."""
@@ -851,7 +865,8 @@ class AsyncStrategy(Strategy):
                 "task-seed": seed,
                 "iteration": iteration,
             }
-            message = protocol.train_message(node_id, self._keys, base, config, ttl=self._timeout)
+            record = protocol.to_record(self._keys, base)
+            message = protocol.train_message(node_id, record, config, ttl=self._timeout)
             (msg_id,) = grid.push_messages([message])
             self._nodes[node_id].busy = True
             if task.base is None:
@@ -916,4 +931,8 @@ def _difference(base: list[np.ndarray], trained: list[np.ndarray]) -> list[np.nd
     ):
         return trained
     with np.errstate(all="ignore"):
-        return [np.subtract(b, t) for b, t in zip(base, trained, strict=True)]
+        # In place into the freshly decoded arrays where possible: no allocation per reply.
+        return [
+            np.subtract(b, t, out=t) if t.flags.writeable and t.dtype == b.dtype else b - t
+            for b, t in zip(base, trained, strict=True)
+        ]

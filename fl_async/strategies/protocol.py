@@ -62,16 +62,14 @@ def to_record(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> ArrayRecord:
 
 def train_message(
     node_id: int,
-    keys: Sequence[str],
-    base: Sequence[np.ndarray],
+    model: ArrayRecord,
     config: Mapping[str, object],
     *,
     ttl: float,
 ) -> Message:
-    """The task for one node: the base model and the task's config."""
-    content = RecordDict(
-        {ARRAYS_KEY: to_record(keys, base), CONFIG_KEY: ConfigRecord(dict(config))}
-    )
+    """The task for one node: the base model (one record, shared by every task of a version:
+    serialised once) and the task's own config."""
+    content = RecordDict({ARRAYS_KEY: model, CONFIG_KEY: ConfigRecord(dict(config))})
     return Message(content, dst_node_id=node_id, message_type=TRAIN, ttl=ttl)
 
 
