@@ -37,3 +37,21 @@ def test_a_standard_pytorch_app_runs_on_gsgm_after_a_one_line_change(tmp_path, m
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["updates"] >= 6
     assert summary["accuracy"] > 0.3  # ten classes: chance is 0.1
+
+
+def test_strategy_comparison_prints_a_row_per_strategy(tmp_path, capsys):
+    import importlib.util
+
+    path = EXAMPLES / "strategy-comparison" / "compare.py"
+    spec = importlib.util.spec_from_file_location("compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    code = compare.main(
+        ["--strategies", "ssgd,asgd", "--rounds", "1", "--nodes", "3", "--out", str(tmp_path)]
+    )
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "| ssgd |" in table and "| asgd |" in table
+    for name in ("ssgd", "asgd"):
+        history = json.loads((tmp_path / name / "history.json").read_text())
+        assert history["num-updates"] == 3
