@@ -15,6 +15,7 @@ from fl_async.aggregators.base import (
     Aggregator,
     Arrays,
     ClientUpdate,
+    Rejected,
     check_fraction,
     check_non_negative,
     probe,
@@ -23,6 +24,9 @@ from fl_async.aggregators.base import (
 from fl_async.aggregators.staleness import StalenessFn
 
 BASES = ("sgd", "momentum", "adam")
+_LIMIT = 1e30
+"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
+bounds cannot matter."""
 
 
 class TrendSmooth(Aggregator):
@@ -83,43 +87,27 @@ class TrendSmooth(Aggregator):
         self._m = self._zeros() if self.base != "sgd" else None
         self._q = self._zeros() if self.base == "adam" else None
         self._t = 0
+        self._measure_bounds()
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
-        new_trend, new_m, new_q = self._scratch(3)
         t = self._t + 1
-        moments = {
-            "sgd": [],
-            "momentum": [new_m, self._m],
-            "adam": [new_m, self._m, new_q, self._q],
-        }
-        lists = [self._next, new_trend, self._trend, self._floats(), delta]
-
-        def kernel(out, nt, tr, w, d, *rest) -> float:
-            *moment, d_step, g = rest
-            if weight != 1.0:
-                np.multiply(d, weight, out=g)  # g = s(tau) * delta
-                d = g
-            x, scale = self._base_direction(d, d_step, moment, t, scratch=out)  # d = scale * x
-            # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Masked ufuncs (where=,
-            # putmask) are about 50x slower than multiplying by a factor of scale or
-            # scale * shrink, which also folds the base step's scale in.
-            np.multiply(x, tr, out=nt)
-            np.greater(nt, 0.0, out=nt, casting="unsafe")  # 1.0 where the step opposes the trend
-            np.multiply(nt, scale * (self.shrink - 1.0), out=nt)
-            np.add(nt, scale, out=nt)
-            np.multiply(x, nt, out=d_step)  # d, shrunk
-            np.add(w, d_step, out=out)  # w + d
-            np.multiply(tr, self.trend_decay, out=nt)
-            np.multiply(d_step, 1.0 - self.trend_decay, out=d_step)
-            np.add(nt, d_step, out=nt)  # T = decay * T + (1 - decay) * d
-            # m reaches w through d; T, and adam's q (inside a division), do not: probe them
-            return probe(out) + probe(nt) + (probe(moment[2]) if self.base == "adam" else 0.0)
-
-        total = run_chunked(kernel, *lists, *moments[self.base], scratch=2)
-        held = moments[self.base][::2]
-        self._require_finite(total, [self._next, new_trend, *held], delta, base)
+        size = run_chunked(lambda d: probe(d), delta)  # ||delta||^2: bounds it, and checks it
+        if not math.isfinite(size):
+            raise Rejected("non-finite")
+        if self._fits(math.sqrt(size) * weight, t):
+            # The step provably stays finite: update every array in place, in one pass.
+            lists = [self._floats(), self._trend, self._floats(), self._trend, delta]
+            run_chunked(self._kernel(weight, t, probes=False), *lists, *self._moments(), scratch=4)
+            self._t = t
+            return True
+        # Too close to overflow to prove it finite: compute into scratch, check, then swap.
+        new_trend, new_m, new_q = self._scratch(3)
+        moments = self._moments(new_m, new_q)
+        lists = [self._next, new_trend, self._floats(), self._trend, delta]
+        total = run_chunked(self._kernel(weight, t, probes=True), *lists, *moments, scratch=4)
+        self._require_finite(total, [self._next, new_trend, *moments[::2]], delta, base)
         self._trend, self._pool[0] = new_trend, self._trend
         if self._m is not None:
             self._m, self._pool[1] = new_m, self._m
@@ -127,7 +115,78 @@ class TrendSmooth(Aggregator):
             self._q, self._pool[2] = new_q, self._q
         self._t = t
         self._swap_next()
+        self._measure_bounds()
         return True
+
+    def _moments(self, new_m: Arrays | None = None, new_q: Arrays | None = None) -> list[Arrays]:
+        """(new, old) pairs of the base optimizer's state; new is old when updating in place."""
+        m = [new_m if new_m is not None else self._m, self._m]
+        q = [new_q if new_q is not None else self._q, self._q]
+        return {"sgd": [], "momentum": m, "adam": m + q}[self.base]
+
+    def _kernel(self, weight: float, t: int, *, probes: bool):
+        """The rule on one chunk. Outputs may be the inputs themselves (in place): every input
+        value is read before its output is written."""
+
+        def kernel(out, nt, w, tr, d, *rest) -> float:
+            *moment, d_step, g, factor, tmp = rest
+            if weight != 1.0:
+                np.multiply(d, weight, out=g)  # g = s(tau) * delta
+                d = g
+            x, scale = self._base_direction(d, d_step, moment, t, scratch=tmp)  # d = scale * x
+            # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Masked ufuncs (where=,
+            # putmask) are about 50x slower than multiplying by a factor of scale or
+            # scale * shrink, which also folds the base step's scale in.
+            np.multiply(x, tr, out=factor)
+            np.greater(factor, 0.0, out=factor, casting="unsafe")  # 1.0 where opposed
+            np.multiply(factor, scale * (self.shrink - 1.0), out=factor)
+            np.add(factor, scale, out=factor)
+            np.multiply(x, factor, out=d_step)  # d, shrunk
+            np.add(w, d_step, out=out)  # w + d
+            np.multiply(tr, self.trend_decay, out=nt)
+            np.multiply(d_step, 1.0 - self.trend_decay, out=d_step)
+            np.add(nt, d_step, out=nt)  # T = decay * T + (1 - decay) * d
+            if not probes:
+                return 0.0
+            # m reaches w through d; T, and adam's q (inside a division), do not: probe them
+            return probe(out) + probe(nt) + (probe(moment[2]) if self.base == "adam" else 0.0)
+
+        return kernel
+
+    def _fits(self, g: float, t: int) -> bool:
+        """Whether a step with ``|s(tau) delta| <= g`` provably keeps every array below
+        ``_LIMIT``; if so, take it and record the new bounds."""
+        b = self._bounds
+        new = dict(b)
+        if self.base == "sgd":
+            step = self.lr * g
+        elif self.base == "momentum":
+            new["m"] = self.beta * b["m"] + g
+            step = self.lr * new["m"]
+        else:
+            new["m"] = self.beta1 * b["m"] + (1.0 - self.beta1) * g
+            new["q"] = self.beta2 * b["q"] + (1.0 - self.beta2) * g * g
+            # the denominator sqrt(q) + eps * sqrt(c2) is at least eps * sqrt(c2)
+            step = self.lr * new["m"] / ((1.0 - self.beta1**t) * self.eps)
+        new["w"] = b["w"] + step
+        new["T"] = self.trend_decay * b["T"] + (1.0 - self.trend_decay) * step
+        if not all(value < _LIMIT for value in new.values()):
+            return False
+        self._bounds = new
+        return True
+
+    def _measure_bounds(self) -> None:
+        """Exact maxima of |w|, |T|, |m|, |q|: the start of the bounds ``_fits`` keeps."""
+
+        def biggest(arrays: Arrays | None) -> float:
+            return max((float(np.max(np.abs(a))) for a in arrays or [] if a.size), default=0.0)
+
+        self._bounds = {
+            "w": biggest(self._floats()),
+            "T": biggest(self._trend),
+            "m": biggest(self._m),
+            "q": biggest(self._q),
+        }
 
     def _base_direction(
         self, g: np.ndarray, out: np.ndarray, moment: list[np.ndarray], t: int, scratch: np.ndarray
@@ -176,3 +235,4 @@ class TrendSmooth(Aggregator):
         self._m = None if state["m"] is None else self._copy_arrays(state["m"])
         self._q = None if state["q"] is None else self._copy_arrays(state["q"])
         self._t = int(state["t"])
+        self._measure_bounds()
