@@ -8,6 +8,7 @@ every node's update frequency even, is the dispatch policy ``fl_async.scheduling
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,13 +17,17 @@ from fl_async.aggregators.base import (
     Aggregator,
     Arrays,
     ClientUpdate,
+    Rejected,
     check_fraction,
     check_non_negative,
     probe,
     run_chunked,
-    subtract_scaled,
 )
 from fl_async.aggregators.staleness import StalenessFn
+
+_LIMIT = 1e30
+"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
+bounds cannot matter."""
 
 
 class GSGM(Aggregator):
@@ -71,39 +76,40 @@ class GSGM(Aggregator):
         if cached is not None:
             for s, g in zip(self._sum, cached, strict=True):
                 np.subtract(s, g, out=s)
+            self._bounds["S"] += self._cache_bounds.pop(node_id)
 
     def _init_state(self) -> None:
         self._cache: dict[int, Arrays] = {}
         self._sum = self._zeros()
         self._velocity = self._zeros()
+        self._measure_bounds()
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
-        new_sum, new_velocity, new_cached = self._scratch(3)
+        size = run_chunked(lambda d: probe(d), delta)  # ||delta||^2: bounds it, and checks it
+        if not math.isfinite(size):
+            raise Rejected("non-finite")
+        norm = math.sqrt(size)
         cached = self._cache.get(update.node_id)
         n = len(self._cache) + (cached is None)
-        rho = self.average_weight
+        if self._fits(update.node_id, norm, weight, n):
+            # The step provably stays finite: update S, u, w and G[k] in place, in one pass.
+            target = cached if cached is not None else [np.empty_like(d) for d in delta]
+            old = [] if cached is None else [cached]
+            lists = [self._sum, self._velocity, target, self._floats()]
+            kernel = self._kernel(weight, n, probes=False)
+            run_chunked(kernel, *lists, self._sum, self._velocity, self._floats(), delta, *old,
+                        scratch=1)  # fmt: skip
+            self._cache[update.node_id] = target
+            self._cache_bounds[update.node_id] = norm
+            return True
+        # Too close to overflow to prove it finite: compute into scratch, check, then swap.
+        new_sum, new_velocity, new_cached = self._scratch(3)
         old = [] if cached is None else [cached]
         lists = [new_sum, new_velocity, new_cached, self._next, self._sum, self._velocity]
-
-        def kernel(ns, nv, nc, out, s, u, w, d, *g) -> float:
-            if g:
-                np.subtract(s, g[0], out=ns)
-                np.add(ns, d, out=ns)  # S - G[k] + delta
-            else:
-                np.add(s, d, out=ns)
-            np.copyto(nc, d)  # the new G[k], copied while delta is in cache
-            # u = beta * u + s(tau) * ((1 - rho) * delta + rho * S / n), as three scaled terms
-            np.multiply(u, self.momentum, out=nv)
-            np.multiply(d, weight * (1.0 - rho), out=out)
-            np.add(nv, out, out=nv)
-            np.multiply(ns, weight * rho / n, out=out)
-            np.add(nv, out, out=nv)
-            subtract_scaled(out, w, self.lr, nv)  # w - lr * u
-            return probe(out)  # S and u reach w through finite factors
-
-        total = run_chunked(kernel, *lists, self._floats(), delta, *old)
+        kernel = self._kernel(weight, n, probes=True)
+        total = run_chunked(kernel, *lists, self._floats(), delta, *old, scratch=1)
         self._require_finite(total, [new_sum, new_velocity, self._next], delta, base)
         self._sum, self._pool[0] = new_sum, self._sum
         self._velocity, self._pool[1] = new_velocity, self._velocity
@@ -115,7 +121,64 @@ class GSGM(Aggregator):
         else:
             self._pool[2] = cached
         self._swap_next()
+        self._cache_bounds[update.node_id] = norm
+        self._measure_bounds(caches=False)
         return True
+
+    def _kernel(self, weight: float, n: int, *, probes: bool):
+        """The rule on one chunk. Outputs may be the inputs themselves (in place): every input
+        value is read before its output is written."""
+        rho = self.average_weight
+
+        def kernel(ns, nv, nc, out, s, u, w, d, *rest) -> float:
+            *g, tmp = rest
+            if g:
+                np.subtract(s, g[0], out=ns)
+                np.add(ns, d, out=ns)  # S - G[k] + delta
+            else:
+                np.add(s, d, out=ns)
+            np.copyto(nc, d)  # the new G[k], copied while delta is in cache
+            # u = beta * u + s(tau) * ((1 - rho) * delta + rho * S / n), as three scaled terms
+            np.multiply(u, self.momentum, out=nv)
+            np.multiply(d, weight * (1.0 - rho), out=tmp)
+            np.add(nv, tmp, out=nv)
+            np.multiply(ns, weight * rho / n, out=tmp)
+            np.add(nv, tmp, out=nv)
+            if self.lr == 1.0:  # 1.0 * u == u exactly: skip a pass
+                np.subtract(w, nv, out=out)
+            else:
+                np.multiply(nv, self.lr, out=tmp)
+                np.subtract(w, tmp, out=out)  # w - lr * u
+            return probe(out) if probes else 0.0  # S and u reach w through finite factors
+
+        return kernel
+
+    def _fits(self, node_id: int, norm: float, weight: float, n: int) -> bool:
+        """Whether the update provably keeps S, u and w below ``_LIMIT``; if so, record the
+        new bounds (``norm`` bounds ``|delta|``, each cache's norm bounds ``|G[k]|``)."""
+        b = self._bounds
+        s = b["S"] + self._cache_bounds.get(node_id, 0.0) + norm
+        rho = self.average_weight
+        u = self.momentum * b["u"] + weight * ((1.0 - rho) * norm + rho * s / n)
+        w = b["w"] + self.lr * u
+        if max(s, u, w) >= _LIMIT:
+            return False
+        self._bounds = {"S": s, "u": u, "w": w}
+        return True
+
+    def _measure_bounds(self, *, caches: bool = True) -> None:
+        """Exact maxima of |S|, |u|, |w| (and of each cache): where the running bounds start."""
+
+        def biggest(arrays: Arrays) -> float:
+            return max((float(np.max(np.abs(a))) for a in arrays if a.size), default=0.0)
+
+        self._bounds = {
+            "S": biggest(self._sum),
+            "u": biggest(self._velocity),
+            "w": biggest(self._floats()),
+        }
+        if caches:
+            self._cache_bounds = {k: biggest(g) for k, g in self._cache.items()}
 
     def _rule_state(self) -> dict[str, Any]:
         return {
@@ -128,3 +191,4 @@ class GSGM(Aggregator):
         self._cache = {k: self._copy_arrays(g) for k, g in state["cache"].items()}
         self._sum = self._copy_arrays(state["sum"])
         self._velocity = self._copy_arrays(state["velocity"])
+        self._measure_bounds()
