@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -10,13 +11,17 @@ from fl_async.aggregators.base import (
     Aggregator,
     Arrays,
     ClientUpdate,
+    Rejected,
     check_fraction,
     check_non_negative,
     probe,
     run_chunked,
-    subtract_scaled,
 )
 from fl_async.aggregators.staleness import StalenessFn
+
+_LIMIT = 1e30
+"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
+bounds cannot matter."""
 
 
 class DCASGD(Aggregator):
@@ -65,44 +70,92 @@ class DCASGD(Aggregator):
 
     def _init_state(self) -> None:
         self._mean_square = self._zeros() if self.adaptive else None
+        self._measure_bounds()
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
+        # ||delta||^2 and ||w_b||^2: they bound the step, and reject NaN/Inf in either.
+        size = run_chunked(lambda d: probe(d), delta)
+        base_size = run_chunked(lambda b: probe(b), base)
+        if not (math.isfinite(size) and math.isfinite(base_size)):
+            raise Rejected("non-finite")
+        if self._fits(math.sqrt(size), math.sqrt(base_size), weight):
+            # The step provably stays finite: update w (and M) in place, in one pass.
+            ms = [] if self._mean_square is None else [self._mean_square] * 2
+            kernel = self._kernel(weight, probes=False)
+            run_chunked(kernel, self._floats(), self._floats(), base, delta, *ms, scratch=2)
+            return True
+        # Too close to overflow to prove it finite: compute into scratch, check, then swap.
         (new_ms,) = self._scratch(1)
-        adaptive = [] if self._mean_square is None else [new_ms, self._mean_square]
+        ms = [] if self._mean_square is None else [new_ms, self._mean_square]
+        kernel = self._kernel(weight, probes=True)
+        total = run_chunked(kernel, self._next, self._floats(), base, delta, *ms, scratch=2)
+        self._require_finite(total, [self._next, new_ms if ms else []], delta, base)
+        if self._mean_square is not None:
+            self._mean_square, self._pool[0] = new_ms, self._mean_square
+        self._swap_next()
+        self._measure_bounds()
+        return True
+
+    def _kernel(self, weight: float, *, probes: bool):
+        """The rule on one chunk. Outputs may be the inputs themselves (in place): every input
+        value is read before its output is written."""
         scale = self.lr * weight
 
         def kernel(out, w, b, d, *rest) -> float:
-            *ms, c = rest
+            *ms, c, tmp = rest
             total = 0.0
             np.subtract(w, b, out=c)  # w - w_b
             np.multiply(c, d, out=c)
             np.multiply(c, d, out=c)
             if ms:
                 nm, m = ms
-                np.multiply(d, d, out=out)
-                np.multiply(out, 1.0 - self.ms_decay, out=out)
+                np.multiply(d, d, out=tmp)
+                np.multiply(tmp, 1.0 - self.ms_decay, out=tmp)
                 np.multiply(m, self.ms_decay, out=nm)
-                np.add(nm, out, out=nm)  # M = m * M + (1 - m) * delta^2
-                np.add(nm, 1e-7, out=out)
-                np.sqrt(out, out=out)
-                np.divide(self.lam0, out, out=out)  # lam_t = lam0 / sqrt(M + 1e-7)
-                np.multiply(c, out, out=c)
-                total += probe(nm)  # an infinite M would vanish in lam_t: probe it
+                np.add(nm, tmp, out=nm)  # M = m * M + (1 - m) * delta^2
+                np.add(nm, 1e-7, out=tmp)
+                np.sqrt(tmp, out=tmp)
+                np.divide(self.lam0, tmp, out=tmp)  # lam_t = lam0 / sqrt(M + 1e-7)
+                np.multiply(c, tmp, out=c)
+                if probes:
+                    total += probe(nm)  # an infinite M would vanish in lam_t: probe it
             else:
                 np.multiply(c, self.lam, out=c)
             np.add(c, d, out=c)  # delta + lam * delta * delta * (w - w_b)
-            subtract_scaled(out, w, scale, c)
-            total += probe(out)
-            return total
+            if scale == 1.0:  # 1.0 * c == c exactly: skip a pass
+                np.subtract(w, c, out=out)
+            else:
+                np.multiply(c, scale, out=c)
+                np.subtract(w, c, out=out)
+            return total + probe(out) if probes else 0.0
 
-        total = run_chunked(kernel, self._next, self._floats(), base, delta, *adaptive, scratch=1)
-        self._require_finite(total, [self._next, new_ms if adaptive else []], delta, base)
-        if self._mean_square is not None:
-            self._mean_square, self._pool[0] = new_ms, self._mean_square
-        self._swap_next()
+        return kernel
+
+    def _fits(self, g: float, b: float, weight: float) -> bool:
+        """Whether the step provably keeps w (and M) below ``_LIMIT``; if so, record the new
+        bounds (``g`` bounds ``|delta|``, ``b`` bounds ``|w_b|``)."""
+        new = dict(self._bounds)
+        if self._mean_square is None:
+            lam = self.lam
+        else:
+            new["M"] = self.ms_decay * new["M"] + (1.0 - self.ms_decay) * g * g
+            lam = self.lam0 / math.sqrt(1e-7)  # M >= 0
+        compensated = g + lam * g * g * (new["w"] + b)
+        new["w"] += self.lr * weight * compensated
+        if max(new.values()) >= _LIMIT:
+            return False
+        self._bounds = new
         return True
+
+    def _measure_bounds(self) -> None:
+        """Exact maxima of |w| and |M|: where the running bounds start."""
+
+        def biggest(arrays: Arrays | None) -> float:
+            return max((float(np.max(np.abs(a))) for a in arrays or [] if a.size), default=0.0)
+
+        self._bounds = {"w": biggest(self._floats()), "M": biggest(self._mean_square)}
 
     def _rule_state(self) -> dict[str, Any]:
         ms = self._mean_square
@@ -113,3 +166,4 @@ class DCASGD(Aggregator):
         if (ms is None) == self.adaptive:
             raise ValueError(f"state_dict does not match adaptive={self.adaptive}")
         self._mean_square = None if ms is None else self._copy_arrays(ms)
+        self._measure_bounds()
