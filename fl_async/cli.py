@@ -11,6 +11,7 @@ from collections.abc import Sequence
 # Modules are imported only when their subcommand runs, so ``fl-async --help`` stays fast.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "partition": ("fl_async.partitioning.cli", "Split a dataset's labels into non-IID partitions."),
+    "bench": ("fl_async.bench.cli", "Run strategies side by side and report accuracy, stability."),
 }
 
 

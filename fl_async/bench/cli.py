@@ -1,0 +1,200 @@
+"""``fl-async bench``: run strategies side by side on the same splits, speeds and seeds.
+
+Example::
+
+    fl-async bench --scenario a --strategies ssgd,asgd,gsgm --seeds 0,1 --out outputs/bench/a
+
+Run it again with the same options to resume; ``--report-only`` rewrites the report from the
+runs already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from fl_async.bench.report import REPORT, write_report
+from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
+from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
+
+DEFAULT_ROUNDS = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``fl-async bench``."""
+    parser.add_argument(
+        "--scenario", default="a", help=f"one of {', '.join(SCENARIOS)} (default: a)"
+    )
+    parser.add_argument(
+        "--strategies",
+        default="ssgd,asgd,gsgm",
+        help=f"comma-separated subset of {','.join(STRATEGIES)} (default: ssgd,asgd,gsgm)",
+    )
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
+    parser.add_argument(
+        "--splits",
+        default="",
+        help=f"comma-separated subset of the scenario's splits ({', '.join(SPLITS)}; "
+        "default: all of the scenario's)",
+    )
+    parser.add_argument(
+        "--out", required=True, help="the suite folder (created; resumed if it exists)"
+    )
+    parser.add_argument(
+        "--dataset", default="mnist", help="the run config's dataset (default: mnist, embedded)"
+    )
+    parser.add_argument(
+        "--nodes", type=int, default=None, help="virtual nodes (default: the scenario's)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help="SSGD rounds; their virtual time is every other strategy's budget "
+        f"(default: {DEFAULT_ROUNDS})",
+    )
+    parser.add_argument(
+        "--max-virtual-time",
+        type=float,
+        default=None,
+        help="a fixed virtual-time budget for every run instead of --rounds",
+    )
+    parser.add_argument(
+        "--run-config",
+        default="",
+        help="more run-config overrides for every run, as for flwr run "
+        '(e.g. "gsgm.momentum=0.8 local-epochs=1")',
+    )
+    parser.add_argument(
+        "--actors", type=int, default=2, help="ClientApps training at once (default: 2)"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="only rewrite the report from finished runs"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or resume) the suite, then write its report; 2 on bad input, 1 if a run failed."""
+    out = Path(args.out)
+    try:
+        spec = build_spec(args)
+    except SuiteError as error:
+        print(f"fl-async bench: error: {error}", file=sys.stderr)
+        return 2
+    if not args.report_only:
+        started = time.monotonic()
+        try:
+            outcome = run_suite(spec, out, actors=args.actors)
+        except SuiteError as error:
+            print(f"fl-async bench: error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("fl-async bench: interrupted; run the same command again to resume")
+            write_report(out, title=_title(spec))
+            return 130
+        total = len(planned_runs(spec, out))
+        print(
+            f"fl-async bench: {len(outcome.ran)} ran, {len(outcome.skipped)} already done, "
+            f"{len(outcome.failed)} failed, {len(outcome.blocked)} waiting for SSGD, of {total}, "
+            f"in {time.monotonic() - started:.0f} s"
+        )
+    if not out.is_dir():
+        print(f"fl-async bench: error: no suite folder {out}", file=sys.stderr)
+        return 2
+    paths = write_report(out, title=_title(spec) if not args.report_only else _recorded_title(out))
+    print(f"fl-async bench: report in {out / REPORT}; wrote {', '.join(str(p) for p in paths)}")
+    if not args.report_only and (outcome.failed or outcome.blocked):
+        return 1
+    return 0
+
+
+def build_spec(args: argparse.Namespace) -> SuiteSpec:
+    """The suite the options describe; SuiteError names a bad value and the allowed ones."""
+    scenario = SCENARIOS.get(str(args.scenario).lower())
+    if scenario is None:
+        raise SuiteError(f"unknown scenario {args.scenario!r}; allowed: {', '.join(SCENARIOS)}")
+    strategies = _names(args.strategies, STRATEGIES, "strategy")
+    if args.splits:
+        scenario = replace_splits(scenario, _names(args.splits, scenario.splits, "split"))
+    seeds = _seeds(args.seeds)
+    nodes = scenario.nodes if args.nodes is None else args.nodes
+    if nodes < 1:
+        raise SuiteError(f"--nodes must be >= 1, got {nodes}")
+    if args.rounds < 1:
+        raise SuiteError(f"--rounds must be >= 1, got {args.rounds}")
+    if args.max_virtual_time is not None and not args.max_virtual_time > 0:
+        raise SuiteError(f"--max-virtual-time must be > 0, got {args.max_virtual_time}")
+    if args.actors < 1:
+        raise SuiteError(f"--actors must be >= 1, got {args.actors}")
+    return SuiteSpec(
+        scenario=scenario,
+        strategies=strategies,
+        seeds=seeds,
+        dataset=args.dataset,
+        nodes=nodes,
+        rounds=args.rounds,
+        max_virtual_time=args.max_virtual_time,
+        extra=_overrides(args.run_config),
+    )
+
+
+def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip().lower() for n in str(text).split(",") if n.strip()))
+    if not names:
+        raise SuiteError(f"no {what} given; allowed: {', '.join(allowed)}")
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise SuiteError(f"unknown {what} {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return names
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    seeds = []
+    for word in str(text).split(","):
+        word = word.strip()
+        if not word.isdigit():
+            raise SuiteError(f"bad seed {word!r} in --seeds {text!r}; allowed: integers >= 0")
+        seeds.append(int(word))
+    return tuple(dict.fromkeys(seeds))
+
+
+def _overrides(text: str) -> dict[str, object]:
+    if not text.strip():
+        return {}
+    import click
+    from flwr.common.config import parse_config_args
+
+    try:
+        found = parse_config_args([text])
+    except click.ClickException as error:
+        raise SuiteError(f"--run-config {text!r}: {error.message}") from error
+    reserved = {"strategy", "seed", "num-nodes", "num-rounds", "max-virtual-time", "output-dir"}
+    clash = sorted(reserved & set(found))
+    if clash:
+        raise SuiteError(
+            f"--run-config may not set {', '.join(clash)}: use --strategies, --seeds, --nodes, "
+            "--rounds, --max-virtual-time and --out"
+        )
+    return dict(found)
+
+
+def _recorded_title(out: Path) -> str:
+    """The title of the suite the folder holds (``--report-only`` takes no suite options)."""
+    path = out / SUITE_FILE
+    if not path.is_file():
+        return "fl-async bench"
+    latest = json.loads(path.read_text())["latest"]
+    return (
+        f"fl-async bench: scenario {latest['scenario']} ({latest['description']}), "
+        f"{latest['dataset']}, {latest['nodes']} nodes"
+    )
+
+
+def _title(spec: SuiteSpec) -> str:
+    return (
+        f"fl-async bench: scenario {spec.scenario.name} ({spec.scenario.description}), "
+        f"{spec.dataset}, {spec.nodes} nodes"
+    )

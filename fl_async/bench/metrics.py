@@ -1,0 +1,102 @@
+"""The metrics of ALGORITHMS.md ("Metrics"), as pure functions of a run's evaluations.
+
+An evaluation series is two equal-length sequences: virtual times (non-decreasing) and test
+accuracies. Nothing here reads files or knows about Flower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+CONVERGED_LAST = 5
+"""Evaluations averaged at the end of a run to decide whether it converged."""
+CONVERGED_FRACTION = 0.9
+"""A run converged when its final mean is at least this fraction of SSGD's (same seed)."""
+
+
+def second_half(
+    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+) -> np.ndarray:
+    """The accuracies evaluated at virtual time >= half of ``final_time`` (default: the last)."""
+    t = np.asarray(times, dtype=float)
+    a = np.asarray(accuracies, dtype=float)
+    if t.shape != a.shape:
+        raise ValueError(f"{t.size} times but {a.size} accuracies")
+    if t.size == 0:
+        return a
+    end = float(t.max()) if final_time is None else float(final_time)
+    return a[t >= end / 2]
+
+
+def sigma_acc(
+    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+) -> float | None:
+    """Training stability: std (ddof 0) of the accuracies in the run's second half of virtual time.
+
+    None when no evaluation falls there.
+    """
+    window = second_half(times, accuracies, final_time)
+    return float(np.std(window)) if window.size else None
+
+
+def mean_abs_change(
+    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+) -> float | None:
+    """Mean absolute change between consecutive evaluations in the same second-half window.
+
+    The same window as ``sigma_acc``, so the two stability figures describe the same evaluations;
+    None with fewer than two evaluations there.
+    """
+    window = second_half(times, accuracies, final_time)
+    return float(np.mean(np.abs(np.diff(window)))) if window.size >= 2 else None
+
+
+def time_to_accuracy(
+    times: Sequence[float], accuracies: Sequence[float], target: float
+) -> float | None:
+    """The first virtual time at which the accuracy reaches ``target``; None if it never does."""
+    for time, accuracy in zip(times, accuracies, strict=True):
+        if accuracy >= target:
+            return float(time)
+    return None
+
+
+def final_mean(accuracies: Sequence[float], last: int = CONVERGED_LAST) -> float | None:
+    """The mean of the last ``last`` accuracies (fewer if the run has fewer); None if empty."""
+    tail = np.asarray(accuracies[-last:], dtype=float)
+    return float(tail.mean()) if tail.size else None
+
+
+def converged(accuracies: Sequence[float], ssgd_accuracies: Sequence[float]) -> bool | None:
+    """Whether the mean of the last 5 accuracies is >= 0.9 x SSGD's (same seed).
+
+    None when either run has no evaluation.
+    """
+    mine, reference = final_mean(accuracies), final_mean(ssgd_accuracies)
+    if mine is None or reference is None:
+        return None
+    return mine >= CONVERGED_FRACTION * reference
+
+
+def stability_gain(sigma: float | None, baseline_sigma: float | None) -> float | None:
+    """Stability gain over a baseline: ``(sigma_B - sigma_A) / sigma_B``; None if undefined."""
+    if sigma is None or baseline_sigma is None or baseline_sigma == 0:
+        return None
+    return (baseline_sigma - sigma) / baseline_sigma
+
+
+def staleness_stats(updates: Sequence[Mapping[str, Any]]) -> tuple[float | None, int | None]:
+    """Mean and maximum staleness over every reply the server received (None, None if none)."""
+    values = np.array([u["staleness"] for u in updates], dtype=float)
+    if not values.size:
+        return None, None
+    return float(values.mean()), int(values.max())
+
+
+def update_counts(updates: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """Replies applied (accepted, buffered included) and rejected by the aggregator."""
+    applied = sum(1 for u in updates if u.get("accepted"))
+    return applied, len(updates) - applied

@@ -1,0 +1,299 @@
+"""Run a suite: one ``python -m fl_async.app`` (the launcher) per strategy, split and seed.
+
+Layout of a suite folder::
+
+    <out>/suite.json                          the settings, the planned runs, one entry per call
+    <out>/<split>/<strategy>-seed<seed>/      the run's output-dir: history.json, plots, logs
+        bench-run.json                        its run config, command, exit code and wall time
+
+A run whose ``history.json`` exists is done and skipped, so an interrupted suite resumes where
+it stopped. A run whose folder holds a different run config is an error: the suite folder then
+belongs to other settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fl_async.app.config import parse_run_config
+from fl_async.app.results import HISTORY
+from fl_async.bench.scenarios import (
+    BASELINE,
+    UNLIMITED_ROUNDS,
+    Scenario,
+    run_config,
+    to_run_config_text,
+)
+
+SUITE_FILE = "suite.json"
+RUN_FILE = "bench-run.json"
+RUN_LOG = "run.log"
+
+
+class SuiteError(ValueError):
+    """Settings that cannot run (or that contradict the runs already in the suite folder)."""
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """What a suite runs; each (split, seed, strategy) is one run."""
+
+    scenario: Scenario
+    strategies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    dataset: str
+    nodes: int
+    rounds: int
+    max_virtual_time: float | None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.max_virtual_time is None and BASELINE not in self.strategies:
+            raise SuiteError(
+                f"without --max-virtual-time the budget is the virtual time of {self.rounds} "
+                f"SSGD rounds: add {BASELINE!r} to --strategies or pass --max-virtual-time"
+            )
+
+    def ordered_strategies(self) -> list[str]:
+        """The baseline first: the other runs of a seed take their budget from it."""
+        return sorted(self.strategies, key=lambda name: name != BASELINE)
+
+    def budget_from_baseline(self) -> bool:
+        """Whether the virtual-time budget comes from SSGD's ``rounds`` rounds."""
+        return self.max_virtual_time is None
+
+    def config(self, strategy: str, split: str, seed: int, budget: float | None) -> dict:
+        """The run config of one run; ``budget`` is the virtual-time budget (None: rounds)."""
+        rounds = self.rounds if budget is None else UNLIMITED_ROUNDS
+        return run_config(
+            strategy=strategy,
+            seed=seed,
+            scenario=self.scenario,
+            split=split,
+            nodes=self.nodes,
+            dataset=self.dataset,
+            num_rounds=rounds,
+            max_virtual_time=budget,
+            extra=self.extra,
+        )
+
+    def as_json(self) -> dict[str, object]:
+        """The settings as written to ``suite.json``."""
+        return {
+            "scenario": self.scenario.name,
+            "description": self.scenario.description,
+            "splits": list(self.scenario.splits),
+            "correlate": self.scenario.correlate,
+            "clock.sigma": self.scenario.sigma,
+            "strategies": list(self.strategies),
+            "seeds": list(self.seeds),
+            "dataset": self.dataset,
+            "nodes": self.nodes,
+            "rounds": self.rounds,
+            "max-virtual-time": self.max_virtual_time,
+            "run-config": self.extra,
+        }
+
+
+def run_dir(out: Path, split: str, strategy: str, seed: int) -> Path:
+    """The output-dir of one run inside the suite folder."""
+    return out / split / f"{strategy}-seed{seed}"
+
+
+def is_done(directory: Path) -> bool:
+    """A run is done when its ``history.json`` exists (the app writes it atomically, last)."""
+    return (directory / HISTORY).is_file()
+
+
+def baseline_budget(directory: Path) -> float:
+    """The virtual time at which the SSGD run in ``directory`` ended."""
+    history = json.loads((directory / HISTORY).read_text())
+    return float(history["virtual-time"])
+
+
+def check_existing(directory: Path, config: dict) -> None:
+    """Raise SuiteError if ``directory`` holds a run made with another run config."""
+    recorded = directory / RUN_FILE
+    if not recorded.is_file():
+        return
+    # output-dir is left out of the comparison: a suite folder may be moved.
+    before = json.loads(recorded.read_text()).get("run-config")
+    wanted = json.loads(json.dumps(config))
+    if before is not None:
+        before.pop("output-dir", None)
+    wanted.pop("output-dir", None)
+    if before is not None and before != wanted:
+        changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
+        raise SuiteError(
+            f"{directory} was run with other settings ({', '.join(changed)} differ); "
+            "resume with the same options or choose another --out"
+        )
+
+
+Launch = Callable[[list[str], Path], int]
+"""Runs a command with its output sent to a log file; returns the exit code."""
+
+
+def launch_subprocess(command: list[str], log: Path) -> int:
+    """Run ``command`` with stdout/stderr to ``log``; an interrupt stops it cleanly first.
+
+    The launcher stops its SuperLink on SIGINT, so SIGINT is what it gets when this process is
+    interrupted or terminated. A shell starts background jobs with SIGINT ignored, and Python
+    then never raises KeyboardInterrupt: the launcher gets SIGINT's default back.
+    """
+    with log.open("w") as stream:
+        process = subprocess.Popen(
+            command, stdout=stream, stderr=subprocess.STDOUT, preexec_fn=_default_sigint
+        )
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            process.wait()
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def launcher_command(config: dict, *, nodes: int, actors: int, app_dir: Path) -> list[str]:
+    """``python -m fl_async.app`` for one run, with this Python."""
+    return [
+        sys.executable,
+        "-m",
+        "fl_async.app",
+        "--app",
+        str(app_dir),
+        "--nodes",
+        str(nodes),
+        "--actors",
+        str(actors),
+        "--run-config",
+        to_run_config_text(config),
+    ]
+
+
+def default_app_dir() -> Path:
+    """The Flower App directory: the repository holding ``fl_async``, else the working directory."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else Path.cwd()
+
+
+@dataclass
+class SuiteOutcome:
+    """What one call of ``run_suite`` did."""
+
+    ran: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+    blocked: list[Path] = field(default_factory=list)
+    """Runs not started because their seed's SSGD run (the budget) failed."""
+
+
+def validate(spec: SuiteSpec) -> None:
+    """Check every planned run config before anything starts (SuiteError names the bad value)."""
+    for split in spec.scenario.splits:
+        for strategy in spec.strategies:
+            config = spec.config(strategy, split, spec.seeds[0], spec.max_virtual_time or 1.0)
+            try:
+                parse_run_config(config)
+            except ValueError as error:
+                raise SuiteError(str(error)) from error
+
+
+def run_suite(
+    spec: SuiteSpec,
+    out: Path,
+    *,
+    actors: int = 2,
+    app_dir: Path | None = None,
+    launch: Launch = launch_subprocess,
+    echo: Callable[[str], None] = print,
+) -> SuiteOutcome:
+    """Run every planned run that is not done yet; seed-major, so a cut-short suite is balanced."""
+    validate(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    _record_call(out, spec)
+    app_dir = app_dir or default_app_dir()
+    outcome = SuiteOutcome()
+    for split in spec.scenario.splits:
+        for seed in spec.seeds:
+            budget = spec.max_virtual_time
+            for strategy in spec.ordered_strategies():
+                directory = run_dir(out, split, strategy, seed)
+                if budget is None and strategy != BASELINE:
+                    baseline = run_dir(out, split, BASELINE, seed)
+                    if not is_done(baseline):
+                        outcome.blocked.append(directory)
+                        continue
+                    budget = baseline_budget(baseline)
+                config = spec.config(strategy, split, seed, budget)
+                config["output-dir"] = str(directory.resolve())
+                check_existing(directory, config)
+                if is_done(directory):
+                    outcome.skipped.append(directory)
+                    continue
+                echo(f"bench: {split} seed {seed} {strategy} -> {directory}")
+                status = _run_one(config, directory, spec, actors, app_dir, launch)
+                (outcome.ran if status == 0 else outcome.failed).append(directory)
+                if status != 0:
+                    echo(f"bench: {strategy} seed {seed} failed (exit {status}); see {directory}")
+    return outcome
+
+
+def _run_one(
+    config: dict, directory: Path, spec: SuiteSpec, actors: int, app_dir: Path, launch: Launch
+) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    command = launcher_command(config, nodes=spec.nodes, actors=actors, app_dir=app_dir)
+    record = {"run-config": config, "command": command, "started": time.time()}
+    _write_json(directory / RUN_FILE, record)
+    started = time.monotonic()
+    status = launch(command, directory / RUN_LOG)
+    if status == 0 and not is_done(directory):
+        status = 1  # the launcher said yes but left no history: count it as failed
+    record.update({"exit-code": status, "wall-seconds": round(time.monotonic() - started, 1)})
+    _write_json(directory / RUN_FILE, record)
+    return status
+
+
+def _record_call(out: Path, spec: SuiteSpec) -> None:
+    path = out / SUITE_FILE
+    suite = json.loads(path.read_text()) if path.is_file() else {"calls": []}
+    suite["calls"].append(
+        {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv, **spec.as_json()}
+    )
+    suite["latest"] = spec.as_json()
+    _write_json(path, suite)
+
+
+def _write_json(path: Path, value: object) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(value, indent=1) + "\n")
+    os.replace(temporary, path)
+
+
+def planned_runs(spec: SuiteSpec, out: Path) -> Sequence[Path]:
+    """Every run directory of the suite, in the order ``run_suite`` visits them."""
+    return [
+        run_dir(out, split, strategy, seed)
+        for split in spec.scenario.splits
+        for seed in spec.seeds
+        for strategy in spec.ordered_strategies()
+    ]

@@ -1,0 +1,42 @@
+"""``fl-async bench`` end to end: a tiny suite through the launcher and Flower's simulation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fl_async.cli import main
+
+
+@pytest.mark.slow
+def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    argv = [
+        "bench",
+        "--scenario", "a",
+        "--splits", "dirichlet",
+        "--strategies", "ssgd,asgd",
+        "--seeds", "0",
+        "--nodes", "4",
+        "--rounds", "2",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    ssgd = json.loads((out / "dirichlet" / "ssgd-seed0" / "history.json").read_text())
+    asgd = json.loads((out / "dirichlet" / "asgd-seed0" / "history.json").read_text())
+    assert ssgd["stopped-by"] == "budget" and ssgd["num-updates"] == 8
+    # ASGD gets SSGD's virtual time as its budget, and stops at the first reply past it
+    assert asgd["stopped-by"] == "max-virtual-time"
+    assert asgd["virtual-time"] >= ssgd["virtual-time"]
+    assert asgd["config"]["max-virtual-time"] == pytest.approx(ssgd["virtual-time"])
+    report = (out / "report.md").read_text()
+    assert "| ssgd | 0 |" in report and "| asgd | 0 |" in report
+    assert (out / "dirichlet" / "accuracy.png").stat().st_size > 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["dirichlet"]["runs"]["ssgd"]["0"]["time-ratio"] == 1.0
+    # resume: nothing left to run, so nothing starts and the histories stay as they were
+    before = (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime
+    assert main(argv) == 0
+    assert (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime == before
