@@ -122,6 +122,21 @@ def probe(chunk: np.ndarray) -> float:
     return float(np.dot(chunk, chunk))
 
 
+IN_PLACE_LIMIT = 1e30
+"""Bound on every array below which a rule may update its state in place: far from float32's
+3.4e38, so rounding in the running bounds cannot matter."""
+
+
+def squared_norm(arrays: Sequence[np.ndarray]) -> float:
+    """``sum(a**2)`` over every array (chunked BLAS dots): NaN/Inf when any value is."""
+    return run_chunked(probe, arrays)
+
+
+def max_abs(arrays: Sequence[np.ndarray] | None) -> float:
+    """The largest magnitude in ``arrays`` (0 for none): where running bounds start."""
+    return max((float(np.max(np.abs(a))) for a in arrays or [] if a.size), default=0.0)
+
+
 def subtract_scaled(out: np.ndarray, a: np.ndarray, scale: float, x: np.ndarray) -> None:
     """``out = a - scale * x`` without temporaries (``out`` may not alias ``a``)."""
     if scale == 1.0:  # 1.0 * x == x exactly: skip a pass

@@ -8,20 +8,19 @@ from typing import Any
 import numpy as np
 
 from fl_async.aggregators.base import (
+    IN_PLACE_LIMIT,
     Aggregator,
     Arrays,
     ClientUpdate,
     Rejected,
     check_fraction,
     check_non_negative,
+    max_abs,
     probe,
     run_chunked,
+    squared_norm,
 )
 from fl_async.aggregators.staleness import StalenessFn
-
-_LIMIT = 1e30
-"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
-bounds cannot matter."""
 
 
 class DCASGD(Aggregator):
@@ -76,8 +75,8 @@ class DCASGD(Aggregator):
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
         # ||delta||^2 and ||w_b||^2: they bound the step, and reject NaN/Inf in either.
-        size = run_chunked(lambda d: probe(d), delta)
-        base_size = run_chunked(lambda b: probe(b), base)
+        size = squared_norm(delta)
+        base_size = squared_norm(base)
         if not (math.isfinite(size) and math.isfinite(base_size)):
             raise Rejected("non-finite")
         if self._fits(math.sqrt(size), math.sqrt(base_size), weight):
@@ -134,7 +133,7 @@ class DCASGD(Aggregator):
         return kernel
 
     def _fits(self, g: float, b: float, weight: float) -> bool:
-        """Whether the step provably keeps w (and M) below ``_LIMIT``; if so, record the new
+        """Whether the step provably keeps w (and M) below ``IN_PLACE_LIMIT``; if so, record the new
         bounds (``g`` bounds ``|delta|``, ``b`` bounds ``|w_b|``)."""
         new = dict(self._bounds)
         if self._mean_square is None:
@@ -144,7 +143,7 @@ class DCASGD(Aggregator):
             lam = self.lam0 / math.sqrt(1e-7)  # M >= 0
         compensated = g + lam * g * g * (new["w"] + b)
         new["w"] += self.lr * weight * compensated
-        if max(new.values()) >= _LIMIT:
+        if max(new.values()) >= IN_PLACE_LIMIT:
             return False
         self._bounds = new
         return True
@@ -152,10 +151,7 @@ class DCASGD(Aggregator):
     def _measure_bounds(self) -> None:
         """Exact maxima of |w| and |M|: where the running bounds start."""
 
-        def biggest(arrays: Arrays | None) -> float:
-            return max((float(np.max(np.abs(a))) for a in arrays or [] if a.size), default=0.0)
-
-        self._bounds = {"w": biggest(self._floats()), "M": biggest(self._mean_square)}
+        self._bounds = {"w": max_abs(self._floats()), "M": max_abs(self._mean_square)}
 
     def _rule_state(self) -> dict[str, Any]:
         ms = self._mean_square

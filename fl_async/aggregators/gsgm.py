@@ -14,20 +14,19 @@ from typing import Any
 import numpy as np
 
 from fl_async.aggregators.base import (
+    IN_PLACE_LIMIT,
     Aggregator,
     Arrays,
     ClientUpdate,
     Rejected,
     check_fraction,
     check_non_negative,
+    max_abs,
     probe,
     run_chunked,
+    squared_norm,
 )
 from fl_async.aggregators.staleness import StalenessFn
-
-_LIMIT = 1e30
-"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
-bounds cannot matter."""
 
 
 class GSGM(Aggregator):
@@ -87,7 +86,7 @@ class GSGM(Aggregator):
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
-        size = run_chunked(lambda d: probe(d), delta)  # ||delta||^2: bounds it, and checks it
+        size = squared_norm(delta)  # ||delta||^2: bounds it, and checks it
         if not math.isfinite(size):
             raise Rejected("non-finite")
         norm = math.sqrt(size)
@@ -154,14 +153,14 @@ class GSGM(Aggregator):
         return kernel
 
     def _fits(self, node_id: int, norm: float, weight: float, n: int) -> bool:
-        """Whether the update provably keeps S, u and w below ``_LIMIT``; if so, record the
+        """Whether the update provably keeps S, u and w below ``IN_PLACE_LIMIT``; if so, record the
         new bounds (``norm`` bounds ``|delta|``, each cache's norm bounds ``|G[k]|``)."""
         b = self._bounds
         s = b["S"] + self._cache_bounds.get(node_id, 0.0) + norm
         rho = self.average_weight
         u = self.momentum * b["u"] + weight * ((1.0 - rho) * norm + rho * s / n)
         w = b["w"] + self.lr * u
-        if max(s, u, w) >= _LIMIT:
+        if max(s, u, w) >= IN_PLACE_LIMIT:
             return False
         self._bounds = {"S": s, "u": u, "w": w}
         return True
@@ -169,16 +168,13 @@ class GSGM(Aggregator):
     def _measure_bounds(self, *, caches: bool = True) -> None:
         """Exact maxima of |S|, |u|, |w| (and of each cache): where the running bounds start."""
 
-        def biggest(arrays: Arrays) -> float:
-            return max((float(np.max(np.abs(a))) for a in arrays if a.size), default=0.0)
-
         self._bounds = {
-            "S": biggest(self._sum),
-            "u": biggest(self._velocity),
-            "w": biggest(self._floats()),
+            "S": max_abs(self._sum),
+            "u": max_abs(self._velocity),
+            "w": max_abs(self._floats()),
         }
         if caches:
-            self._cache_bounds = {k: biggest(g) for k, g in self._cache.items()}
+            self._cache_bounds = {k: max_abs(g) for k, g in self._cache.items()}
 
     def _rule_state(self) -> dict[str, Any]:
         return {

@@ -12,21 +12,21 @@ from typing import Any
 import numpy as np
 
 from fl_async.aggregators.base import (
+    IN_PLACE_LIMIT,
     Aggregator,
     Arrays,
     ClientUpdate,
     Rejected,
     check_fraction,
     check_non_negative,
+    max_abs,
     probe,
     run_chunked,
+    squared_norm,
 )
 from fl_async.aggregators.staleness import StalenessFn
 
 BASES = ("sgd", "momentum", "adam")
-_LIMIT = 1e30
-"""Bound below which a step is taken in place: far from float32's 3.4e38, so rounding in the
-bounds cannot matter."""
 
 
 class TrendSmooth(Aggregator):
@@ -93,7 +93,7 @@ class TrendSmooth(Aggregator):
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> bool:
         t = self._t + 1
-        size = run_chunked(lambda d: probe(d), delta)  # ||delta||^2: bounds it, and checks it
+        size = squared_norm(delta)  # ||delta||^2: bounds it, and checks it
         if not math.isfinite(size):
             raise Rejected("non-finite")
         if self._fits(math.sqrt(size) * weight, t):
@@ -155,7 +155,7 @@ class TrendSmooth(Aggregator):
 
     def _fits(self, g: float, t: int) -> bool:
         """Whether a step with ``|s(tau) delta| <= g`` provably keeps every array below
-        ``_LIMIT``; if so, take it and record the new bounds."""
+        ``IN_PLACE_LIMIT``; if so, take it and record the new bounds."""
         b = self._bounds
         new = dict(b)
         if self.base == "sgd":
@@ -170,7 +170,7 @@ class TrendSmooth(Aggregator):
             step = self.lr * new["m"] / ((1.0 - self.beta1**t) * self.eps)
         new["w"] = b["w"] + step
         new["T"] = self.trend_decay * b["T"] + (1.0 - self.trend_decay) * step
-        if not all(value < _LIMIT for value in new.values()):
+        if not all(value < IN_PLACE_LIMIT for value in new.values()):
             return False
         self._bounds = new
         return True
@@ -178,14 +178,11 @@ class TrendSmooth(Aggregator):
     def _measure_bounds(self) -> None:
         """Exact maxima of |w|, |T|, |m|, |q|: the start of the bounds ``_fits`` keeps."""
 
-        def biggest(arrays: Arrays | None) -> float:
-            return max((float(np.max(np.abs(a))) for a in arrays or [] if a.size), default=0.0)
-
         self._bounds = {
-            "w": biggest(self._floats()),
-            "T": biggest(self._trend),
-            "m": biggest(self._m),
-            "q": biggest(self._q),
+            "w": max_abs(self._floats()),
+            "T": max_abs(self._trend),
+            "m": max_abs(self._m),
+            "q": max_abs(self._q),
         }
 
     def _base_direction(
