@@ -686,9 +686,17 @@ class AsyncStrategy(Strategy):
         agg = self.aggregator
         if not isinstance(agg, SSGD):
             return
-        while agg.held and not any(self._joins_barrier(t) for t in self._in_flight.values()):
+        while agg.held and not self._barrier_owed():
             if not agg.flush():
                 break
+
+    def _barrier_owed(self) -> bool:
+        """Whether an update for the step being filled may still come: from a task in flight,
+        or from an active node that has not reported for it yet (it may be waiting to start)."""
+        version = self.aggregator.version
+        if any(self._joins_barrier(t) for t in self._in_flight.values()):
+            return True
+        return any(self.policy.clock(k) <= version for k in self.policy.active)
 
     def _joins_barrier(self, task: _Task) -> bool:
         """Whether ``task``'s update belongs to the barrier now being filled."""
