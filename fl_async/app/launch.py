@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = _environment()
     print(f"fl-async: {nodes} virtual nodes, {args.actors} at a time; results -> {output}")
     started = time.time()
+    # A job stopped with SIGTERM (a scheduler, a background job) cleans up as after Ctrl-C.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     superlink = start_superlink(env, cwd=app_dir, log_file=output / "superlink.log")
     try:
         run_id = _flwr_run(args, app_dir, env, nodes=nodes, output=output)
@@ -111,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         stop(superlink)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     history = output / HISTORY
     # A history left by an earlier run in the same directory does not count.
     written = history.is_file() and history.stat().st_mtime >= started
@@ -123,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{output / 'superlink.log'}"
     )
     return 1
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def start_superlink(env: dict[str, str], *, cwd: Path, log_file: Path) -> subprocess.Popen:
