@@ -255,11 +255,12 @@ def test_asp_moves_a_persistently_slow_node_out_of_the_group():
     assert counts.get(0, 0) < min(counts[k] for k in (1, 2, 3, 4))
 
 
-def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("preset", [GSGM, ODSGD])  # ODSGD: tasks with their own bases
+def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path, preset):
     def make(directory=None):
         every = 2 if directory else None
         clock = VirtualClock(seed=5)
-        return GSGM(
+        return preset(
             clock=clock, min_nodes=4, seed=3, checkpoint_dir=directory, checkpoint_every=every
         )
 

@@ -503,7 +503,16 @@ class AsyncStrategy(Strategy):
         )
         node.tasks += 1
         node.busy = True
-        config = {
+        config = self._task_config(version, seed, iteration)
+        if base is not None:
+            record = protocol.to_record(self._keys, base)
+        else:
+            record = self._version_record(version)
+        return task, protocol.train_message(node_id, record, config, ttl=self._timeout)
+
+    def _task_config(self, version: int, seed: int, iteration: int) -> dict[str, Any]:
+        """A task's config: the training settings and what identifies the task."""
+        return {
             **self._train_config,
             **self.task_config,
             "server-step": version,
@@ -511,11 +520,6 @@ class AsyncStrategy(Strategy):
             "task-seed": seed,
             "iteration": iteration,
         }
-        if base is not None:
-            record = protocol.to_record(self._keys, base)
-        else:
-            record = self._version_record(version)
-        return task, protocol.train_message(node_id, record, config, ttl=self._timeout)
 
     def _version_record(self, version: int) -> ArrayRecord:
         """The current model as an ArrayRecord, serialised once per version for all its tasks."""
@@ -791,6 +795,7 @@ class AsyncStrategy(Strategy):
                     task.start,
                     task.finish,
                     task.base if task.base is not None else self._bases[task.base_version][0],
+                    task.base is not None,  # a task-specific base (OD-SGD's compensation)
                 )
                 for task in self._in_flight.values()
             ],  # fmt: skip
@@ -848,41 +853,22 @@ class AsyncStrategy(Strategy):
 
     def _resume_tasks(self, grid: Grid, saved: list[tuple]) -> None:
         """Send the tasks that were in flight again, exactly as they were."""
-        for stable, version, iteration, index, seed, start, finish, base in saved:
+        for stable, version, iteration, index, seed, start, finish, base, own in saved:
             node_id = self._by_stable.get(stable)
             if node_id is None:
                 self._fault("lost", f"stable id {stable} did not come back after the resume")
                 self.policy.leave(stable)
                 continue
-            shared = (
-                version in self._bases
-                or all(
-                    np.array_equal(a, b) for a, b in zip(base, self.aggregator.params, strict=True)
-                )
-                and version == self.aggregator.version
-            )
             task = _Task(node_id, stable, version, iteration, index, seed, start, finish,
-                         time.time(), None if shared else base)  # fmt: skip
-            if task.base is None and version not in self._bases:
-                self._bases[version] = (base, 0)
-            config = {
-                **self._train_config,
-                **self.task_config,
-                "server-step": version,
-                "server-round": version + 1,
-                "task-seed": seed,
-                "iteration": iteration,
-            }
+                         time.time(), base if own else None)  # fmt: skip
+            if not own and version not in self._bases:
+                self._bases[version] = (base, 0)  # _track counts this task in
+            config = self._task_config(version, seed, iteration)
             record = protocol.to_record(self._keys, base)
             message = protocol.train_message(node_id, record, config, ttl=self._timeout)
             (msg_id,) = grid.push_messages([message])
             self._nodes[node_id].busy = True
-            if task.base is None:
-                arrays, count = self._bases[version]
-                self._bases[version] = (arrays, count + 1)
-            self._in_flight[msg_id] = task
-            if self._queue is not None:
-                self._queue.push(msg_id, finish, stable)
+            self._track(msg_id, task)
 
     # ------------------------------------------------------------------------------ helpers
     def _wait_for_nodes(self, grid: Grid) -> str:
