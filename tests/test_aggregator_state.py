@@ -121,6 +121,25 @@ def test_state_dict_round_trip_continues_bit_for_bit(name):
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_results_do_not_depend_on_chunk_size_or_threads(name, monkeypatch):
+    """Rules run chunk by chunk on a thread pool; every chunking gives the same bits."""
+    from fl_async.aggregators import base
+
+    def run():
+        agg = FACTORIES[name]()
+        agg.init(_params())
+        _feed(agg, _updates(seed=3, count=9), [[p.copy() for p in agg.params]])
+        return agg
+
+    whole = run()  # each of these tiny arrays is one chunk
+    monkeypatch.setattr(base, "CHUNK", 5)
+    monkeypatch.setattr(base, "THREADS", 3)
+    split = run()  # the 12-value array in three chunks, spread over three threads
+    assert split.version == whole.version > 1
+    _assert_same_state(whole, split)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_state_dict_is_a_copy(name):
     agg = FACTORIES[name]()
     agg.init(_params())

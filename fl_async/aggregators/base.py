@@ -61,8 +61,11 @@ def all_finite(arrays: Sequence[np.ndarray]) -> bool:
     return True
 
 
-CHUNK = 1 << 15
-"""Elements per chunk: a rule runs all its passes on one chunk while it is in L2 cache."""
+CHUNK = 1 << 17
+"""Elements per chunk: a rule runs all its passes on one chunk while it is in L2 cache. Smaller
+chunks fit L1 no better (a rule touches 5-10 arrays) and pay for a GIL hand-off per ufunc call:
+on 2 cores, 32K-value chunks ran Trend-Smooth(adam) at 17x a model copy, 128K at 10x
+(benchmarks/RESULTS.md, issue 2)."""
 
 
 def chunked(*lists: Sequence[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
@@ -85,6 +88,8 @@ def _run_part(
     kernel: Callable[..., float], chunks: list[tuple[np.ndarray, ...]], scratch: int
 ) -> float:
     buffers = getattr(_local, "buffers", [])
+    if buffers and buffers[0].size < CHUNK:  # CHUNK was raised since they were made
+        buffers = []
     while len(buffers) < scratch:  # per-thread chunk scratch stays in cache, never in DRAM
         buffers.append(np.empty(CHUNK, dtype=np.float32))
     _local.buffers = buffers
