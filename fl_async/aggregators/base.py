@@ -65,7 +65,7 @@ CHUNK = 1 << 17
 """Elements per chunk: a rule runs all its passes on one chunk while it is in L2 cache. Smaller
 chunks fit L1 no better (a rule touches 5-10 arrays) and pay for a GIL hand-off per ufunc call:
 on 2 cores, 32K-value chunks ran Trend-Smooth(adam) at 17x a model copy, 128K at 10x
-(benchmarks/RESULTS.md, issue 2)."""
+(benchmarks/PERFORMANCE.md)."""
 
 
 def chunked(*lists: Sequence[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
