@@ -237,8 +237,20 @@ def test_odsgd_compensates_and_runs_one_step_ahead():
     assert any(r["iteration"] > r["server-step"] for r in records)
     assert all(r["staleness"] <= 1 for r in records)
     assert strategy._previous  # the server kept each node's last pseudo-gradient
+    assert strategy.local_lr == 1.0 / 4  # "auto": lr / N
     # every iteration's barrier waited for all its nodes: no update came too late
     assert result.rejected == {} and result.server_steps >= result.num_updates // 4 - 1
+
+
+def test_odsgd_compensated_base_subtracts_local_lr_times_the_previous_update():
+    strategy = ODSGD(lr=0.5, local_lr=0.2)
+    strategy.aggregator.init([np.full(3, 2.0, dtype=np.float32), np.array(7)])
+    strategy._previous[1] = [np.array([1.0, -1.0, 0.0], dtype=np.float32), np.array(0)]
+    base = strategy._task_base(1, iteration=1)  # version 0 lacks iteration 0's update
+    np.testing.assert_allclose(base[0], [1.8, 2.2, 2.0])
+    assert base[1] == 7  # integer arrays are sent as they are
+    assert strategy._task_base(1, iteration=0) is None  # the version holds it: no compensation
+    assert strategy._task_base(2, iteration=1) is None  # no previous update
 
 
 def test_asp_moves_a_persistently_slow_node_out_of_the_group():
@@ -281,6 +293,8 @@ def test_bad_strategy_arguments_are_named():
         GSGM(lr="fast")
     with pytest.raises(ValueError, match="checkpoint_every needs checkpoint_dir"):
         ASGD(checkpoint_every=3)
+    with pytest.raises(ValueError, match="local_lr must be a number >= 0 or 'auto', got -1"):
+        ODSGD(local_lr=-1)
     with pytest.raises(TypeError, match="aggregator must be an fl_async Aggregator"):
         AsyncStrategy(aggregator="asgd")
 

@@ -339,7 +339,8 @@ class AsyncStrategy(Strategy):
         self._record_cache: tuple[int, ArrayRecord] | None = None
         self._wait_for_min_nodes(grid)
         for name, rule in self._auto.items():  # "auto" hyperparameters need the node count
-            setattr(self.aggregator, name, rule(len(self._nodes)))
+            owner = self.aggregator if hasattr(self.aggregator, name) else self
+            setattr(owner, name, rule(len(self._nodes)))
         self.aggregator.init(arrays.to_numpy_ndarrays())
         self._model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
 
