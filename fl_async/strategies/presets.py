@@ -23,11 +23,11 @@ from fl_async.strategies.async_strategy import AsyncStrategy, _Task
 AUTO = "auto"
 
 
-def _lr(value: float | str, fallback: float) -> float:
-    """The aggregator's starting lr: ``fallback`` for ``"auto"`` (resolved at start)."""
+def _lr(value: float | str, fallback: float, name: str = "lr") -> float:
+    """A starting rate: ``fallback`` for ``"auto"`` (resolved at start)."""
     if isinstance(value, str):
         if value != AUTO:
-            raise ValueError(f"lr must be a number >= 0 or 'auto', got {value!r}")
+            raise ValueError(f"{name} must be a number >= 0 or 'auto', got {value!r}")
         return fallback
     return value
 
@@ -248,13 +248,14 @@ class ODSGD(AsyncStrategy):
         warmup_steps: int = 0,
         **kwargs: Any,
     ) -> None:
-        if local_lr != AUTO and (isinstance(local_lr, str) or not local_lr >= 0):
+        start = _lr(local_lr, 0.0, name="local_lr")
+        if not start >= 0:  # no aggregator checks this rate
             raise ValueError(f"local_lr must be a number >= 0 or 'auto', got {local_lr!r}")
         super().__init__(aggregator=rules.ODSGD(lr=lr), policy=OneStepDelay(warmup_steps), **kwargs)
         # Measured (benchmarks/RESULTS.md): the whole delta_prev (local_lr=1, ALGORITHMS.md's
         # default) moves a node's base N times too far toward its own data, and costs 7-15 points
         # of accuracy on non-IID splits; lr/N was the best of 0, lr/N and 1.
-        self.local_lr = 0.0 if local_lr == AUTO else float(local_lr)
+        self.local_lr = float(start)
         if local_lr == AUTO:
             self._auto["local_lr"] = lambda n: self.aggregator.lr / n
         self.warmup_steps = warmup_steps
