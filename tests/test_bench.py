@@ -312,6 +312,8 @@ def parse(*argv: str):
         (["--run-config", "seed=3"], "may not set seed"),
         (["--run-config", "gsgm.nope=3"], "unknown run config key(s) ['gsgm.nope']"),
         (["--rounds", "0"], "--rounds must be >= 1"),
+        (["--data-root", "/no/such/folder"], "--data-root '/no/such/folder' is not a folder"),
+        (["--data-root", ".", "--run-config", "data-root='/x'"], "give the data folder once"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(
@@ -330,6 +332,25 @@ def test_build_spec_defaults() -> None:
     assert build_spec(parse("--out", "x", "--splits", "label-skew")).scenario.splits == (
         "label-skew",
     )
+
+
+def test_data_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    built = build_spec(parse("--out", "x", "--data-root", "data"))
+    assert built.extra == {"data-root": str(tmp_path / "data")}
+    assert built.config("ssgd", "dirichlet", 0, None)["data-root"] == str(tmp_path / "data")
+
+
+def test_a_missing_dataset_stops_the_suite_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["bench", "--out", str(tmp_path / "suite"), "--dataset", "fashion-mnist"]
+    assert fl_async_main([*argv, "--data-root", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    # the loader's own message: the folders it searched and how to get the files
+    assert "--dataset 'fashion-mnist'" in error and str(tmp_path / "FashionMNIST") in error
+    assert not (tmp_path / "suite").exists()
 
 
 def test_report_only(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from idx_files import make_idx_set
 
 from fl_async.cli import main
 
@@ -40,3 +42,30 @@ def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
     before = (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime
     assert main(argv) == 0
     assert (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime == before
+
+
+@pytest.mark.slow
+def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
+    """The same suites on another dataset: Fashion-MNIST read by torchvision from its IDX files."""
+    root = tmp_path / "data"
+    make_idx_set(root, "FashionMNIST", compress=True, rng=np.random.default_rng(0), n_train=120)
+    out = tmp_path / "suite"
+    argv = [
+        "bench",
+        "--scenario", "a",
+        "--splits", "label-skew",
+        "--strategies", "ssgd,trendsmooth",
+        "--nodes", "5",
+        "--rounds", "2",
+        "--dataset", "fashion-mnist",
+        "--data-root", str(root),
+        "--out", str(out),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    for strategy in ("ssgd", "trendsmooth"):
+        run = out / "label-skew" / f"{strategy}-seed0"
+        history = json.loads((run / "history.json").read_text())
+        assert history["config"]["dataset"] == "fashion-mnist"
+        assert history["config"]["data-root"] == str(root)
+        assert history["num-updates"] > 0
+    assert "fashion-mnist, 5 nodes" in (out / "report.md").read_text()

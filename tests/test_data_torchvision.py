@@ -1,44 +1,17 @@
 """Fashion-MNIST, MNIST and CIFAR-10/100 read by torchvision from tiny files in its real formats."""
 
-import gzip
 import hashlib
 import pickle
-import struct
 
 import numpy as np
 import pytest
 import torch
 import torchvision.datasets
+from idx_files import make_idx_set
 
 from fl_async.data import load_dataset, load_labels
 
 RNG = np.random.default_rng(0)
-
-
-def write_idx(path, array, compress):
-    """An IDX file: zero, the type code 0x08 (uint8), the rank, big-endian sizes, then the bytes."""
-    payload = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(
-        f">{array.ndim}I", *array.shape
-    )
-    payload += array.astype(np.uint8).tobytes()
-    if compress:
-        with gzip.open(f"{path}.gz", "wb") as handle:
-            handle.write(payload)
-    else:
-        path.write_bytes(payload)
-
-
-def make_idx_set(root, folder, compress, n_train=20, n_test=10):
-    raw = root / folder / "raw"
-    raw.mkdir(parents=True)
-    arrays = {
-        "train": (RNG.integers(0, 256, (n_train, 28, 28)), np.arange(n_train) % 10),
-        "t10k": (RNG.integers(0, 256, (n_test, 28, 28)), np.arange(n_test) % 10),
-    }
-    for prefix, (images, labels) in arrays.items():
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", images, compress)
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels, compress)
-    return arrays
 
 
 @pytest.mark.parametrize("compress", [False, True], ids=["raw", "gz"])
@@ -46,7 +19,7 @@ def make_idx_set(root, folder, compress, n_train=20, n_test=10):
     ("name", "folder"), [("fashion-mnist", "FashionMNIST"), ("mnist", "MNIST")]
 )
 def test_idx_files(tmp_path, name, folder, compress):
-    arrays = make_idx_set(tmp_path, folder, compress)
+    arrays = make_idx_set(tmp_path, folder, compress, RNG)
     data = load_dataset(name, root=tmp_path, source="torchvision")
     assert data.num_classes == 10
     assert data.train.images.shape == (20, 1, 28, 28) and data.train.images.dtype == torch.uint8
@@ -58,7 +31,7 @@ def test_idx_files(tmp_path, name, folder, compress):
 
 
 def test_auto_source_prefers_torchvision_files_under_root(tmp_path):
-    make_idx_set(tmp_path, "FashionMNIST", compress=False)
+    make_idx_set(tmp_path, "FashionMNIST", compress=False, rng=RNG)
     data = load_dataset("fashion-mnist", root=tmp_path)
     assert data.name == "fashion-mnist" and len(data.train) == 20
 

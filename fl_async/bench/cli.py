@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset", default="mnist", help="the run config's dataset (default: mnist, embedded)"
     )
     parser.add_argument(
+        "--data-root",
+        default=None,
+        help="where --dataset's files are (the run config's data-root; default: "
+        "$FL_ASYNC_DATA, else ~/.cache/fl-async)",
+    )
+    parser.add_argument(
         "--nodes", type=int, default=None, help="virtual nodes (default: the scenario's)"
     )
     parser.add_argument(
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.report_only:
         started = time.monotonic()
         try:
+            check_dataset(spec)
             outcome = run_suite(spec, out, actors=args.actors)
         except SuiteError as error:
             print(f"fl-async bench: error: {error}", file=sys.stderr)
@@ -129,6 +136,15 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         raise SuiteError(f"--max-virtual-time must be > 0, got {args.max_virtual_time}")
     if args.actors < 1:
         raise SuiteError(f"--actors must be >= 1, got {args.actors}")
+    extra = _overrides(args.run_config)
+    if args.data_root is not None:
+        if "data-root" in extra:
+            raise SuiteError("give the data folder once: --data-root or data-root in --run-config")
+        root = Path(args.data_root).expanduser()
+        if not root.is_dir():
+            raise SuiteError(f"--data-root {args.data_root!r} is not a folder")
+        # absolute, because the runs start in other working directories
+        extra["data-root"] = str(root.resolve())
     return SuiteSpec(
         scenario=scenario,
         strategies=strategies,
@@ -137,8 +153,20 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         nodes=nodes,
         rounds=args.rounds,
         max_virtual_time=args.max_virtual_time,
-        extra=_overrides(args.run_config),
+        extra=extra,
     )
+
+
+def check_dataset(spec: SuiteSpec) -> None:
+    """Read the dataset's labels once before any run starts, so a missing or unknown dataset
+    stops the suite with the loader's message instead of failing every run."""
+    from fl_async.data import load_labels
+
+    root = spec.extra.get("data-root") or None
+    try:
+        load_labels(spec.dataset, root=str(root) if root else None)
+    except (FileNotFoundError, ValueError) as error:
+        raise SuiteError(f"--dataset {spec.dataset!r}: {error}") from error
 
 
 def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
