@@ -10,7 +10,14 @@ import pytest
 from fl_async.bench import metrics
 from fl_async.bench.cli import add_arguments, build_spec
 from fl_async.bench.cli import run as cli_run
-from fl_async.bench.report import load_runs, markdown_table, run_metrics, summarize, write_report
+from fl_async.bench.report import (
+    load_runs,
+    markdown_table,
+    per_seed_table,
+    run_metrics,
+    summarize,
+    write_report,
+)
 from fl_async.bench.runner import (
     RUN_FILE,
     SuiteError,
@@ -139,6 +146,14 @@ def test_summary_and_table() -> None:
     assert "| gsgm | 0 | 80.0 ± 0.0 |" in table
     # asgd first reaches SSGD's final 0.8 at 150 (SSGD at 200), though it ends at 0.7
     assert "| asgd | 0,1 | 70.0 ± 0.0 | 9.43 | +0% | 20.00 | 0.75 | 0.75 | 2/2 |" in table
+    seeds = per_seed_table({"gsgm": gsgm, "asgd": asgd, "ssgd": ssgd})
+    assert seeds.splitlines()[0] == "| strategy | seed 0 | seed 1 |"
+    assert "| ssgd | 80.0 / 15.00 / 1.00× | – |" in seeds
+    assert "| asgd | 70.0 / 9.43 / 0.75× | 70.0 / 9.43 / 0.75× |" in seeds
+    slow = {"fedbuff": {3: run_metrics(history([0.1, 0.2], 100), base)}}
+    assert "| fedbuff | 20.0 / 0.00 / not reached |" in per_seed_table(slow)
+    no_baseline = {"asp": {3: run_metrics(history([0.1, 0.2], 100))}}
+    assert "| asp | 20.0 / 0.00 / – |" in per_seed_table(no_baseline)
     # the gain pairs seeds: ASGD's seed 1 is left out of GSGM's comparison (here equal anyway)
     unpaired = summarize({"gsgm": gsgm, "asgd": {1: asgd[1]}})
     assert unpaired[0]["stability-gain"] is None
@@ -159,6 +174,7 @@ def test_write_report_and_load_runs(tmp_path: Path) -> None:
     paths = write_report(tmp_path, title="test")
     report = (tmp_path / "report.md").read_text()
     assert "## dirichlet" in report and "| gsgm | 0 |" in report
+    assert "Per seed" not in report  # one seed: the table above already is per seed
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["dirichlet"]["runs"]["gsgm"]["0"]["time-ratio"] == pytest.approx(0.5)
     for path in paths:

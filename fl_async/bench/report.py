@@ -196,6 +196,33 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def per_seed_table(per_run: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> str:
+    """Each run's final accuracy %, σ_acc and time to SSGD's final accuracy (× SSGD) as a
+    Markdown table: one row per strategy, one column per seed (what the means are made of)."""
+    seeds = sorted({seed for by_seed in per_run.values() for seed in by_seed})
+    lines = [
+        "| strategy | " + " | ".join(f"seed {seed}" for seed in seeds) + " |",
+        "|" + "---|" * (len(seeds) + 1),
+    ]
+    for strategy in sorted(per_run, key=_strategy_order):
+        cells = [strategy]
+        for seed in seeds:
+            found = per_run[strategy].get(seed)
+            if found is None:
+                cells.append("–")
+                continue
+            if "time-ratio" not in found:
+                ratio = "–"
+            elif found["time-ratio"] is None:
+                ratio = "not reached"
+            else:
+                ratio = f"{found['time-ratio']:.2f}×"
+            accuracy = _number(found["final-accuracy"], 100, 1)
+            cells.append(f"{accuracy} / {_number(found['sigma-acc'], 100, 2)} / {ratio}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_report(out: Path, title: str = "") -> list[Path]:
     """Write ``report.md``, ``results.json`` and each split's plots into ``out``; their paths."""
     runs = load_runs(out)
@@ -211,7 +238,7 @@ def write_report(out: Path, title: str = "") -> list[Path]:
         plot_accuracy(split_runs, accuracy_plot, title=_plot_title(split, split_runs))
         plot_staleness(split_runs, staleness_plot, title=_plot_title(split, split_runs))
         paths += [accuracy_plot, staleness_plot]
-        sections.append(_section(split, split_runs, rows))
+        sections.append(_section(split, split_runs, rows, per_run))
     if not runs:
         sections.append("No finished run yet.\n")
     (out / REPORT).write_text("\n".join(sections))
@@ -275,7 +302,12 @@ def plot_staleness(runs: Runs, path: Path, title: str = "") -> None:
     figure.savefig(path, dpi=110)
 
 
-def _section(split: str, runs: Runs, rows: Sequence[Mapping[str, Any]]) -> str:
+def _section(
+    split: str,
+    runs: Runs,
+    rows: Sequence[Mapping[str, Any]],
+    per_run: Mapping[str, Mapping[int, Mapping[str, Any]]],
+) -> str:
     any_history = next(iter(next(iter(runs.values())).values()))
     config = any_history.get("config", {})
     budgets = {seed: h["virtual-time"] for seed, h in sorted(runs.get(BASELINE, {}).items())}
@@ -288,10 +320,15 @@ def _section(split: str, runs: Runs, rows: Sequence[Mapping[str, Any]]) -> str:
     if budgets:
         shown = ", ".join(f"seed {s}: {t:.0f}" for s, t in budgets.items())
         lines.append(f"Virtual-time budget (SSGD's final virtual time): {shown}.")
+    lines += ["", markdown_table(rows), ""]
+    if any(len(by_seed) > 1 for by_seed in per_run.values()):
+        lines += [
+            "Per seed: final acc. % / σ_acc (pts) / time to SSGD's final acc. (× SSGD).",
+            "",
+            per_seed_table(per_run),
+            "",
+        ]
     lines += [
-        "",
-        markdown_table(rows),
-        "",
         f"![accuracy]({split}/{ACCURACY_PLOT}) ![staleness]({split}/{STALENESS_PLOT})",
         "",
     ]
