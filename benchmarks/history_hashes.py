@@ -41,8 +41,9 @@ def fingerprint(history: dict) -> str:
 
 def run(preset: str, app: Path, output: Path) -> dict:
     """One seeded run of ``preset``; its history."""
+    config = f"strategy='{preset}' {RUN_CONFIG} output-dir='{output}'"
     command = [sys.executable, "-m", "fl_async.app", "--app", str(app), "--nodes", "6",
-               "--run-config", f"strategy='{preset}' {RUN_CONFIG} output-dir='{output}'"]  # fmt: skip
+               "--run-config", config]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{preset}: exit {done.returncode}\n{done.stdout[-3000:]}")

@@ -28,9 +28,10 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from fl_async.strategies import async_strategy, protocol
+from fl_async import protocol
+from fl_async.protocol import to_record
+from fl_async.strategies import async_strategy
 from fl_async.strategies.async_strategy import AsyncStrategy
-from fl_async.strategies.protocol import to_record
 
 client = ClientApp()
 server = ServerApp()

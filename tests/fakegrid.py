@@ -16,7 +16,7 @@ from flwr.app import ArrayRecord, Error, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 
-from fl_async.strategies.protocol import to_record
+from fl_async.protocol import to_record
 
 Handler = Callable[[Message], Message | None]
 

@@ -16,7 +16,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from fl_async.strategies.protocol import to_record
+from fl_async.protocol import to_record
 
 DIM = 6
 client = ClientApp()

@@ -15,8 +15,8 @@ from fl_async.app import launch, results, server_app
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import DEFAULTS, PRESET_DEFAULT, parse_run_config
 from fl_async.clients import client_app as handlers
+from fl_async.protocol import IDENTIFY, to_record
 from fl_async.strategies import PRESETS, FedBuff
-from fl_async.strategies.protocol import IDENTIFY, to_record
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {"local-steps": 1, "batch-size": 16}  # one SGD step per task keeps the handlers quick

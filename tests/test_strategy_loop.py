@@ -5,6 +5,7 @@ import pytest
 from fakegrid import FakeGrid, QuadraticNode, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, MetricRecord
 
+from fl_async.protocol import to_record, train_message
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import (
     ASGD,
@@ -19,7 +20,6 @@ from fl_async.strategies import (
     FedBuff,
     TrendSmooth,
 )
-from fl_async.strategies.protocol import to_record, train_message
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 

@@ -29,9 +29,9 @@ from fl_async.clients.device import select_device
 from fl_async.data import FederatedData, ImageSet
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
+from fl_async.protocol import to_record
 from fl_async.scheduling import VirtualClock, ranking_by_classes
 from fl_async.strategies import PRESETS, AsyncStrategy
-from fl_async.strategies.protocol import to_record
 
 app = ServerApp()
 

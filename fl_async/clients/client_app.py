@@ -6,7 +6,7 @@ simulation engine, or by ``flower-supernode --node-config``) pick its partition 
 dataset; ``data-dir`` on a device names its own dataset instead (anything ``load_dataset``
 reads: ``imagefolder:<path>``, ``disk:<path>``, a parquet path). ``device`` and ``threads`` may
 be set per node too. Training settings come from the task's config, else the run config, else
-``CLIENT_DEFAULTS``. The message protocol is ``fl_async.strategies.protocol``."""
+``CLIENT_DEFAULTS``. The message protocol is ``fl_async.protocol``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from fl_async.data import FederatedData, load_dataset
 from fl_async.models import build_model, get_weights, set_weights
 from fl_async.partitioning import cached_split, scheme_parameters
 from fl_async.partitioning.schemes import scheme_name
-from fl_async.strategies.protocol import (
+from fl_async.protocol import (
     ARRAYS_KEY,
     CONFIG_KEY,
     IDENTIFY,

@@ -22,9 +22,9 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
+from fl_async import protocol
 from fl_async.aggregators import SSGD, Aggregator, ClientUpdate
 from fl_async.scheduling import Asynchronous, DispatchPolicy, TaskQueue, VirtualClock
-from fl_async.strategies import protocol
 from fl_async.strategies.checkpoint import load_checkpoint, save_checkpoint
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
