@@ -13,6 +13,7 @@ from fl_async.data import (
     normalize,
     stratified_split,
 )
+from fl_async.validation import InvalidArgument
 
 
 @pytest.fixture(scope="module")
@@ -110,17 +111,19 @@ def test_index_validation(mnist):
         as_index([0, 3], 3)
     with pytest.raises(IndexError):
         list(iter_batches(mnist.train, [-1], batch_size=1))
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(InvalidArgument, match="batch_size must be an integer >= 1, got 0"):
         list(iter_batches(mnist.train, [0], batch_size=0))
 
 
 def test_imageset_rejects_wrong_types():
     labels = torch.zeros(2, dtype=torch.int64)
-    with pytest.raises(ValueError, match="uint8"):
+    with pytest.raises(InvalidArgument, match="images must be a uint8 tensor"):
         ImageSet(torch.zeros(2, 1, 4, 4), labels, (0.5,), (0.2,))
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(InvalidArgument, match=r"labels must be an int64 tensor of shape \(2,\)"):
         ImageSet(torch.zeros(2, 1, 4, 4, dtype=torch.uint8), labels[:1], (0.5,), (0.2,))
-    with pytest.raises(ValueError, match="channel"):
+    with pytest.raises(
+        InvalidArgument, match=r"one value per channel \(1\), got mean \(0.5, 0.5\)"
+    ):
         ImageSet(torch.zeros(2, 1, 4, 4, dtype=torch.uint8), labels, (0.5, 0.5), (0.2, 0.2))
 
 
@@ -129,11 +132,15 @@ def test_stratified_split_rounds_per_class():
     train, test = stratified_split(labels, test_fraction=0.2, seed=0)
     assert np.bincount(labels[test]).tolist() == [2, 1]
     assert sorted(np.concatenate([train, test]).tolist()) == list(range(15))
-    with pytest.raises(ValueError, match="test_fraction"):
+    with pytest.raises(
+        InvalidArgument, match=r"test_fraction must be a finite number in \(0, 1\), got 1.0"
+    ):
         stratified_split(labels, test_fraction=1.0)
+    with pytest.raises(InvalidArgument, match="seed must be an integer >= 0, got -1"):
+        stratified_split(labels, seed=-1)
 
 
 def test_float_indices_are_rejected():
-    with pytest.raises(TypeError, match="integers"):
+    with pytest.raises(InvalidArgument, match="indices must be integers, got dtype float64"):
         as_index(np.array([0.0, 1.5]), 3)
     assert len(as_index([], 3)) == 0

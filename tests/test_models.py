@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from fl_async.models import CNN, CNN32, MODEL_NAMES, ResNet8, build_model, get_weights, set_weights
+from fl_async.validation import InvalidArgument
 
 
 @pytest.mark.parametrize(
@@ -26,11 +27,15 @@ def test_output_shapes(name, channels, size, expected):
 
 
 def test_unknown_model_lists_the_allowed_names():
-    with pytest.raises(ValueError, match="unknown model") as error:
+    with pytest.raises(InvalidArgument, match="model must be one of .*, got 'vgg'") as error:
         build_model("vgg", num_classes=10, in_channels=1, image_size=28)
     assert all(name in str(error.value) for name in MODEL_NAMES)
-    with pytest.raises(ValueError, match="at least 8"):
+    with pytest.raises(
+        InvalidArgument, match="image_size for cnn32 must be an integer >= 8, got 4"
+    ):
         build_model("cnn32", num_classes=10, in_channels=3, image_size=4)
+    with pytest.raises(InvalidArgument, match="num_classes must be an integer >= 1, got True"):
+        build_model("cnn", num_classes=True, in_channels=1, image_size=28)
 
 
 def test_seeded_models_are_identical_and_leave_the_global_stream_alone():
@@ -84,10 +89,12 @@ def test_set_weights_rejects_wrong_shapes_and_counts():
     model = build_model("cnn", num_classes=10, in_channels=1, image_size=28)
     arrays = get_weights(model)
     wrong = arrays[:1] + [np.zeros((3, 3), dtype=np.float32)] + arrays[2:]
-    with pytest.raises(ValueError, match=r"features\.0\.bias: the model expects shape \(16,\)"):
+    with pytest.raises(
+        InvalidArgument, match=r"features\.0\.bias: the model expects shape \(16,\)"
+    ):
         set_weights(model, wrong)
-    with pytest.raises(ValueError, match="got 7 arrays"):
+    with pytest.raises(InvalidArgument, match="got 7 arrays"):
         set_weights(model, arrays[:7])
     other = build_model("cnn", num_classes=5, in_channels=1, image_size=28)
-    with pytest.raises(ValueError, match="classifier"):
+    with pytest.raises(InvalidArgument, match="classifier"):
         set_weights(other, arrays)

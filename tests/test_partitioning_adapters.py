@@ -29,6 +29,7 @@ from fl_async.partitioning import (
     load_partition,
     partition,
 )
+from fl_async.validation import InvalidArgument
 
 LABELS = np.repeat(np.arange(10), 30)  # 300 samples, 10 classes
 
@@ -61,9 +62,11 @@ def test_labels_of_reads_torch_hf_and_plain_labels() -> None:
 
 
 def test_labels_of_explains_what_is_missing() -> None:
-    with pytest.raises(ValueError, match=r"label_column must be one of .*\['label', 'x'\].*'y'"):
+    with pytest.raises(InvalidArgument, match="label_column must be one of 'label', 'x', got 'y'"):
         labels_of(hf_dataset(), label_column="y")
-    with pytest.raises(TypeError, match="needs a `targets` or `labels` attribute, TensorDataset"):
+    with pytest.raises(
+        InvalidArgument, match="needs a `targets` or `labels` attribute, TensorDataset"
+    ):
         labels_of(TensorDataset(torch.zeros(3)))
 
 
@@ -109,11 +112,14 @@ def test_load_partition_gives_the_same_partition_in_a_fresh_process() -> None:
 
 
 def test_load_partition_refuses_bad_ids_and_generator_seeds() -> None:
-    with pytest.raises(ValueError, match=r"partition_id must be between 0 and 5 .* got 6"):
+    message = r"partition_id must be an integer in \[0, 5\], got 6; 5 is num_partitions - 1"
+    with pytest.raises(InvalidArgument, match=message):
         load_partition(LABELS, 6, 6, "iid", 0)
-    with pytest.raises(ValueError, match="partition_id must be between 0 and 5 .* got -1"):
+    with pytest.raises(
+        InvalidArgument, match=r"partition_id must be an integer in \[0, 5\], got -1"
+    ):
         load_partition(LABELS, -1, 6, "iid", 0)
-    with pytest.raises(TypeError, match="seed must be an int for a cached split"):
+    with pytest.raises(InvalidArgument, match="seed must be an int for a cached split"):
         load_partition(LABELS, 0, 6, "iid", np.random.default_rng(0))
 
 
@@ -141,24 +147,30 @@ def test_partitioners_load_the_schemes_partitions(
         loaded = partitioner.load_partition(i)
         assert isinstance(loaded, datasets.Dataset)
         assert loaded["x"][:] == expected[i].tolist()
-    with pytest.raises(ValueError, match="partition_id must be between 0 and 5"):
+    with pytest.raises(InvalidArgument, match=r"partition_id must be an integer in \[0, 5\]"):
         partitioner.load_partition(6)
 
 
 def test_partitioner_checks_its_parameters_when_built() -> None:
-    with pytest.raises(ValueError, match="alpha must be a finite number > 0, got -1.0"):
+    with pytest.raises(InvalidArgument, match="alpha must be a finite number > 0, got -1.0"):
         DirichletPartitioner(4, "label", -1.0)
-    with pytest.raises(ValueError, match="classes_per_partition must be >= 1, got 0"):
+    with pytest.raises(
+        InvalidArgument, match="classes_per_partition must be an integer >= 1, got 0"
+    ):
         LabelSkewPartitioner(4, "label", 0)
-    with pytest.raises(ValueError, match="num_partitions must be >= 1, got 0"):
+    with pytest.raises(InvalidArgument, match="num_partitions must be an integer >= 1, got 0"):
         IidPartitioner(0)
-    with pytest.raises(TypeError, match=r"'shards' got unknown parameter\(s\) \['alpha'\]"):
+    with pytest.raises(InvalidArgument, match="seed must be an integer >= 0, got True"):
+        IidPartitioner(4, seed=True)
+    with pytest.raises(InvalidArgument, match=r"'shards' got unknown parameter\(s\) \['alpha'\]"):
         SchemePartitioner("shards", 4, alpha=0.1)
-    with pytest.raises(ValueError, match="'dirichlet' needs partition_by"):
+    with pytest.raises(InvalidArgument, match="'dirichlet' needs partition_by"):
         SchemePartitioner("dirichlet", 4, partition_by=None, alpha=0.1)
     too_many = LabelSkewPartitioner(4, "label", 11)
     too_many.dataset = hf_dataset()
-    with pytest.raises(ValueError, match="classes_per_partition must be between 1 and 10"):
+    with pytest.raises(
+        InvalidArgument, match=r"classes_per_partition must be an integer in \[1, 10\]"
+    ):
         too_many.load_partition(0)
 
 

@@ -74,8 +74,14 @@ def test_partition_of_the_default_dataset(capsys: pytest.CaptureFixture[str]) ->
         (["--scheme", "shards", "--min-partition-size", "0"], "--min-partition-size does not"),
         (["--scheme", "random"], "unknown scheme 'random'; allowed: iid, dirichlet"),
         (["--data-root", "/data"], "--data-root applies to --dataset, not to --labels"),
-        (["--num-partitions", "401"], "num_partitions must be between 1 and 400"),
-        (["--scheme", "label_skew", "--classes-per-partition", "11"], "between 1 and 10"),
+        (
+            ["--num-partitions", "401"],
+            "num_partitions must be an integer in [1, 400], got 401; 400 is the number of samples",
+        ),
+        (
+            ["--scheme", "label_skew", "--classes-per-partition", "11"],
+            "classes_per_partition must be an integer in [1, 10], got 11",
+        ),
         (["--out", "split.txt"], "--out must end in .npz, got 'split.txt'"),
         (["--plot", "split.jpg"], "--plot must end in .png, got 'split.jpg'"),
     ],

@@ -18,6 +18,7 @@ from fl_async.partitioning import (
     plot_partitions,
     plot_stacked_bars,
 )
+from fl_async.validation import InvalidArgument
 
 # Labels 7 (x2) and 9 (x2): the global distribution is (1/2, 1/2).
 LABELS = np.array([7, 9, 7, 9])
@@ -82,13 +83,18 @@ def test_table_lists_every_metric_and_optionally_every_partition() -> None:
 
 
 def test_metrics_refuse_indices_outside_the_labels() -> None:
-    with pytest.raises(ValueError, match="between 0 and 3 .* got 4"):
+    with pytest.raises(InvalidArgument, match="between 0 and 3 .* got 4"):
         heterogeneity(LABELS, [np.array([0, 4])])
-    with pytest.raises(TypeError, match="partition 0 must hold integer indices, got dtype float"):
+    with pytest.raises(
+        InvalidArgument, match="partition 0 must hold integer indices, got dtype float"
+    ):
         count_matrix(LABELS, [np.array([0.0, 1.0])])
-    with pytest.raises(ValueError, match="at least one index array"):
+    with pytest.raises(InvalidArgument, match="at least one index array"):
         count_matrix(LABELS, [])
-    with pytest.raises(ValueError, match="metric must be one of"):
+    with pytest.raises(
+        InvalidArgument,
+        match="metric must be one of 'hellinger', 'jensen_shannon', 'emd', got 'kl'",
+    ):
         heterogeneity(LABELS, [np.arange(4)]).mean("kl")
 
 
@@ -123,7 +129,7 @@ def test_plots_draw_into_given_axes_and_refuse_other_formats(tmp_path: Path) -> 
     figure = Figure()
     ax = figure.subplots()
     assert plot_stacked_bars(np.ones((3, 2)), ax=ax) is figure
-    with pytest.raises(ValueError, match="plot path must end in .png, got '.*out.jpg'"):
+    with pytest.raises(InvalidArgument, match="plot path must end in .png, got '.*out.jpg'"):
         plot_heatmap(np.ones((3, 2)), tmp_path / "out.jpg")
-    with pytest.raises(ValueError, match=r"counts must be a non-empty .* got \(3,\)"):
+    with pytest.raises(InvalidArgument, match=r"counts must be a non-empty .* got \(3,\)"):
         plot_heatmap(np.ones(3))

@@ -19,12 +19,25 @@ from pathlib import Path
 from fl_async.bench.report import REPORT, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
 from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
+from fl_async.validation import InvalidArgument, check_int, check_number
 
 DEFAULT_ROUNDS = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``fl-async bench``."""
+    _add_suite_arguments(parser)
+    _add_run_arguments(parser)
+    parser.add_argument(
+        "--actors", type=int, default=2, help="ClientApps training at once (default: 2)"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="only rewrite the report from finished runs"
+    )
+
+
+def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options choosing the suite: scenario, strategies, seeds, splits and its folder."""
     parser.add_argument(
         "--scenario", default="a", help=f"one of {', '.join(SCENARIOS)} (default: a)"
     )
@@ -43,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help="the suite folder (created; resumed if it exists)"
     )
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options shaping every run: dataset, nodes, budget and run-config overrides."""
     parser.add_argument(
         "--dataset", default="mnist", help="the run config's dataset (default: mnist, embedded)"
     )
@@ -74,12 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="more run-config overrides for every run, as for flwr run "
         '(e.g. "gsgm.momentum=0.8 local-epochs=1")',
     )
-    parser.add_argument(
-        "--actors", type=int, default=2, help="ClientApps training at once (default: 2)"
-    )
-    parser.add_argument(
-        "--report-only", action="store_true", help="only rewrite the report from finished runs"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         spec = build_spec(args)
-    except SuiteError as error:
+    except InvalidArgument as error:
         print(f"fl-async bench: error: {error}", file=sys.stderr)
         return 2
     if not args.report_only:
@@ -119,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_spec(args: argparse.Namespace) -> SuiteSpec:
-    """The suite the options describe; SuiteError names a bad value and the allowed ones."""
+    """The suite the options describe; a bad value raises InvalidArgument (SuiteError is one)
+    naming it and the allowed ones."""
     scenario = SCENARIOS.get(str(args.scenario).lower())
     if scenario is None:
         raise SuiteError(f"unknown scenario {args.scenario!r}; allowed: {', '.join(SCENARIOS)}")
@@ -127,15 +139,14 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
     if args.splits:
         scenario = replace_splits(scenario, _names(args.splits, scenario.splits, "split"))
     seeds = _seeds(args.seeds)
-    nodes = scenario.nodes if args.nodes is None else args.nodes
-    if nodes < 1:
-        raise SuiteError(f"--nodes must be >= 1, got {nodes}")
-    if args.rounds < 1:
-        raise SuiteError(f"--rounds must be >= 1, got {args.rounds}")
-    if args.max_virtual_time is not None and not args.max_virtual_time > 0:
-        raise SuiteError(f"--max-virtual-time must be > 0, got {args.max_virtual_time}")
-    if args.actors < 1:
-        raise SuiteError(f"--actors must be >= 1, got {args.actors}")
+    nodes = check_int("--nodes", scenario.nodes if args.nodes is None else args.nodes, minimum=1)
+    rounds = check_int("--rounds", args.rounds, minimum=1)
+    max_virtual_time = args.max_virtual_time
+    if max_virtual_time is not None:  # not allow_none: the option is left out, never "None"
+        max_virtual_time = check_number(
+            "--max-virtual-time", max_virtual_time, minimum=0, min_open=True
+        )
+    check_int("--actors", args.actors, minimum=1)
     extra = _overrides(args.run_config)
     if args.data_root is not None:
         if "data-root" in extra:
@@ -151,8 +162,8 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         seeds=seeds,
         dataset=args.dataset,
         nodes=nodes,
-        rounds=args.rounds,
-        max_virtual_time=args.max_virtual_time,
+        rounds=rounds,
+        max_virtual_time=max_virtual_time,
         extra=extra,
     )
 

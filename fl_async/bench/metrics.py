@@ -1,4 +1,4 @@
-"""The metrics of ALGORITHMS.md ("Metrics"), as pure functions of a run's evaluations.
+"""The metrics (docs/algorithms.md, Metrics) as pure functions of a run's evaluations.
 
 An evaluation series is two equal-length sequences: virtual times (non-decreasing) and test
 accuracies. Nothing here reads files or knows about Flower.
@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from fl_async.validation import InvalidArgument
 
 CONVERGED_LAST = 5
 """Evaluations averaged at the end of a run to decide whether it converged."""
@@ -24,7 +26,10 @@ def second_half(
     t = np.asarray(times, dtype=float)
     a = np.asarray(accuracies, dtype=float)
     if t.shape != a.shape:
-        raise ValueError(f"{t.size} times but {a.size} accuracies")
+        raise InvalidArgument(
+            f"times and accuracies must have the same length, got {t.size} times and "
+            f"{a.size} accuracies"
+        )
     if t.size == 0:
         return a
     end = float(t.max()) if final_time is None else float(final_time)

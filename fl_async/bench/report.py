@@ -11,6 +11,7 @@ import numpy as np
 
 from fl_async.app.results import HISTORY
 from fl_async.bench import metrics
+from fl_async.bench.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, STRATEGIES
 
 REPORT = "report.md"
@@ -248,7 +249,8 @@ def write_report(out: Path, title: str = "") -> list[Path]:
 
 def plot_accuracy(runs: Runs, path: Path, title: str = "") -> None:
     """Test accuracy against virtual time: one colour per strategy, one line per seed."""
-    figure, axes = _figure((7.5, 4.5))
+    figure = new_figure((7.5, 4.5))
+    axes = figure.add_subplot()
     for index, strategy in enumerate(sorted(runs, key=_strategy_order)):
         colour = f"C{index % 10}"
         for n, seed in enumerate(sorted(runs[strategy])):
@@ -262,44 +264,28 @@ def plot_accuracy(runs: Runs, path: Path, title: str = "") -> None:
                 alpha=0.85,
                 label=strategy.upper() if n == 0 else None,
             )
-    axes.set_xlabel("virtual time (s)")
-    axes.set_ylabel("test accuracy")
-    axes.set_ylim(0, 1)
-    axes.grid(alpha=0.3)
+    accuracy_axes(axes, "virtual time (s)")
     axes.legend(loc="lower right", fontsize="small", ncol=2)
     axes.set_title(f"{title}: accuracy (one line per seed)" if title else "accuracy")
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path)
 
 
 def plot_staleness(runs: Runs, path: Path, title: str = "") -> None:
     """One staleness histogram per strategy, over the replies of all its seeds."""
-    from matplotlib.ticker import MaxNLocator
-
     strategies = sorted(runs, key=_strategy_order)
     columns = min(3, max(1, len(strategies)))
     rows = -(-len(strategies) // columns) or 1
-    figure, _ = _figure((3.2 * columns, 2.4 * rows + 0.4))
-    figure.clear()
+    figure = new_figure((3.2 * columns, 2.4 * rows + 0.4))
     grid = figure.subplots(rows, columns, squeeze=False)
     for axes, strategy in zip(grid.flat, strategies, strict=False):
-        values = np.array(
-            [u["staleness"] for h in runs[strategy].values() for u in h["updates"]], dtype=np.int64
-        )
-        if values.size:
-            bins = np.arange(values.max() + 2) - 0.5
-            axes.hist(values, bins=bins, rwidth=0.85, color="C0")
-            axes.axvline(values.mean(), color="black", linestyle="--", linewidth=1)
-            axes.set_title(f"{strategy.upper()}: mean {values.mean():.2f}, max {values.max()}",
-                           fontsize="small")  # fmt: skip
-            axes.set_xlim(-0.5, max(int(values.max()), 1) + 0.5)
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.set_xlabel("staleness (server steps)", fontsize="small")
-        axes.set_ylabel("updates", fontsize="small")
+        staleness = [u["staleness"] for h in runs[strategy].values() for u in h["updates"]]
+        summary = staleness_histogram(axes, staleness, fontsize="small")
+        axes.set_title(f"{strategy.upper()}: {summary}", fontsize="small")
     for axes in list(grid.flat)[len(strategies) :]:
         axes.set_visible(False)
     if title:
         figure.suptitle(f"{title}: staleness")
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path)
 
 
 def _section(
@@ -377,13 +363,3 @@ def _ratio(row: Mapping[str, Any], n: int, key: str, count: str) -> str:
         return f"not reached (0/{n})"
     reached = "" if row[count] == n else f" ({row[count]}/{n} reached)"
     return f"{row[key]:.2f}{reached}"
-
-
-def _figure(size: tuple[float, float]) -> tuple[Any, Any]:
-    # The Agg canvas directly, not pyplot: no GUI backend, no global figure registry.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=size, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure, figure.add_subplot()

@@ -32,13 +32,14 @@ from fl_async.bench.scenarios import (
     run_config,
     to_run_config_text,
 )
+from fl_async.validation import InvalidArgument
 
 SUITE_FILE = "suite.json"
 RUN_FILE = "bench-run.json"
 RUN_LOG = "run.log"
 
 
-class SuiteError(ValueError):
+class SuiteError(InvalidArgument):
     """Settings that cannot run (or that contradict the runs already in the suite folder)."""
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fl_async.validation import InvalidArgument, check_int
+
 Indices = Sequence[int] | np.ndarray | torch.Tensor
 
 # Images per chunk when computing channel statistics: bounds the float64 copy to ~25 MB for CIFAR.
@@ -26,18 +28,21 @@ class ImageSet:
 
     def __post_init__(self) -> None:
         if self.images.dtype != torch.uint8 or self.images.dim() != 4:
-            raise ValueError(
+            raise InvalidArgument(
                 f"images must be a uint8 tensor N×C×H×W, got {self.images.dtype} "
                 f"of shape {tuple(self.images.shape)}"
             )
         if self.labels.dtype != torch.int64 or self.labels.shape != (len(self.images),):
-            raise ValueError(
+            raise InvalidArgument(
                 f"labels must be an int64 tensor of shape ({len(self.images)},), got "
                 f"{self.labels.dtype} of shape {tuple(self.labels.shape)}"
             )
         channels = self.images.shape[1]
         if len(self.mean) != channels or len(self.std) != channels:
-            raise ValueError(f"mean and std need one value per channel ({channels})")
+            raise InvalidArgument(
+                f"mean and std need one value per channel ({channels}), got mean {self.mean} "
+                f"and std {self.std}"
+            )
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -106,7 +111,7 @@ def federated_data(
 def normalize(images: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
     """Scale uint8 images (…×C×H×W) to float32 with zero mean and unit variance per channel."""
     if images.dtype != torch.uint8:
-        raise ValueError(f"normalize expects uint8 images, got {images.dtype}")
+        raise InvalidArgument(f"normalize expects uint8 images, got {images.dtype}")
     shape = (len(mean), 1, 1)
     mean_t = torch.tensor(mean, dtype=torch.float32, device=images.device).view(shape)
     std_t = torch.tensor(std, dtype=torch.float32, device=images.device).view(shape)
@@ -119,7 +124,7 @@ def as_index(indices: Indices | None, size: int) -> torch.Tensor:
         return torch.arange(size)
     array = np.asarray(indices).reshape(-1)
     if array.size and not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"indices must be integers, got {array.dtype}")
+        raise InvalidArgument(f"indices must be integers, got dtype {array.dtype}")
     # Cached partitions are read-only numpy arrays, which torch cannot share: copy those.
     index = (
         torch.tensor(array, dtype=torch.int64)
@@ -145,8 +150,7 @@ def iter_batches(
 
     The order is shuffled with ``generator`` when given, else kept; the last batch may be short.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
     index = as_index(indices, len(data))
     if generator is not None:
         index = index[torch.randperm(len(index), generator=generator)]

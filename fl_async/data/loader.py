@@ -14,6 +14,7 @@ from fl_async.data.embedded import load_mnist, mnist_labels
 from fl_async.data.imageset import FederatedData
 from fl_async.data.split import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION
 from fl_async.data.torchvision_files import TORCHVISION_SETS
+from fl_async.validation import InvalidArgument, check_choice
 
 if TYPE_CHECKING:
     import datasets
@@ -133,8 +134,7 @@ def _root(root: str | os.PathLike[str] | None) -> Path:
 
 
 def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, download: bool) -> _Plan:
-    if source not in SOURCES:
-        raise ValueError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    check_choice("source", source, SOURCES)
     for prefix, kind in (("imagefolder:", "folder"), ("disk:", "disk")):
         if name.startswith(prefix):
             return _Plan(kind, str(Path(name.removeprefix(prefix)).expanduser()))
@@ -149,12 +149,12 @@ def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, downlo
             return _Plan("torchvision", name)
         return _Plan("auto-hub", name)
     if source == "torchvision":
-        raise ValueError(f"torchvision reads only {', '.join(TORCHVISION_SETS)}; got {name!r}")
+        raise InvalidArgument(f"torchvision reads only {', '.join(TORCHVISION_SETS)}; got {name!r}")
     if name and Path(name).expanduser().exists():
         return _Plan("path", str(Path(name).expanduser()))
     if _HUB_ID.match(name):
         return _Plan("hub", name)
-    raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(NAMES)}")
+    raise InvalidArgument(f"unknown dataset {name!r}; choose one of: {', '.join(NAMES)}")
 
 
 def _open_hf(

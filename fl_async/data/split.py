@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument, check_number, check_seed
+
 DEFAULT_TEST_FRACTION = 0.2
 DEFAULT_SPLIT_SEED = 0
 
@@ -18,10 +20,11 @@ def stratified_split(
 
     Both index arrays come in a seeded random order, so no split is sorted by class.
     """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    test_fraction = check_number(
+        "test_fraction", test_fraction, minimum=0, maximum=1, min_open=True, max_open=True
+    )
     labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     train_parts, test_parts = [], []
     for label in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == label))
@@ -31,7 +34,7 @@ def stratified_split(
     train = rng.permutation(np.concatenate(train_parts)).astype(np.int64)
     test = rng.permutation(np.concatenate(test_parts)).astype(np.int64)
     if len(train) == 0 or len(test) == 0:
-        raise ValueError(
+        raise InvalidArgument(
             f"a test_fraction of {test_fraction} leaves an empty split of {len(labels)} examples"
         )
     return train, test

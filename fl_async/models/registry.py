@@ -7,6 +7,7 @@ from torch import nn
 
 from fl_async.models.cnn import CNN, CNN32
 from fl_async.models.resnet import ResNet8
+from fl_async.validation import check_choice, check_int
 
 MODEL_NAMES: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8")
 # The smallest image each model accepts: one pixel must survive its pooling.
@@ -23,14 +24,14 @@ def build_model(
 ) -> nn.Module:
     """A fresh model: ``cnn``, ``cnn32``, ``resnet8``, or ``auto`` (``cnn`` up to 28 pixels,
     ``cnn32`` above). With ``seed``, the initial weights depend on it alone."""
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    check_choice("model", name, MODEL_NAMES)
+    num_classes = check_int("num_classes", num_classes, minimum=1)
+    in_channels = check_int("in_channels", in_channels, minimum=1)
+    image_size = check_int("image_size", image_size, minimum=1)
+    seed = check_int("seed", seed, minimum=0, allow_none=True)
     if name == "auto":
         name = "cnn" if image_size <= 28 else "cnn32"
-    if image_size < _MIN_SIZE[name]:
-        raise ValueError(
-            f"{name} needs images of at least {_MIN_SIZE[name]} pixels, got {image_size}"
-        )
+    check_int(f"image_size for {name}", image_size, minimum=_MIN_SIZE[name])
     if seed is None:
         return _construct(name, num_classes, in_channels, image_size)
     # torch.nn initialises from the global generator; fork_rng restores its state afterwards, so

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import as_labels, check_range
+from fl_async.validation import InvalidArgument, check_choice
+
+from ._validation import as_labels, check_at_most
 from .schemes import Partitions, partition, scheme_name
 
 _CACHE_SIZE = 8  # full splits kept per process; a simulation uses one or two at a time
@@ -29,11 +31,7 @@ def labels_of(data: Any, *, label_column: str = "label") -> np.ndarray:
     the labels themselves (list, numpy array or CPU tensor).
     """
     if _is_hf_dataset(data):
-        if label_column not in data.column_names:
-            raise ValueError(
-                f"label_column must be one of the dataset's columns {data.column_names}, "
-                f"got {label_column!r}"
-            )
+        check_choice("label_column", label_column, data.column_names)
         # The arrow format hands over the column without converting row by row, and it
         # respects a dataset's select/shuffle indices.
         return as_labels(data.with_format("arrow")[label_column][:].to_numpy())
@@ -43,7 +41,7 @@ def labels_of(data: Any, *, label_column: str = "label") -> np.ndarray:
         if hasattr(data, attribute):
             return as_labels(_to_numpy(getattr(data, attribute)))
     if _is_torch_dataset(data):
-        raise TypeError(
+        raise InvalidArgument(
             f"a torch dataset needs a `targets` or `labels` attribute, {type(data).__name__} has "
             "neither; pass its labels instead"
         )
@@ -87,8 +85,8 @@ def load_partition(
     """
     labels = labels_of(data, label_column=label_column)
     parts = cached_split(labels, scheme, num_partitions, seed, **params)
-    partition_id = check_range(
-        "partition_id", partition_id, 0, len(parts) - 1, " (num_partitions - 1)"
+    partition_id = check_at_most(
+        "partition_id", partition_id, 0, len(parts) - 1, "num_partitions - 1"
     )
     return subset(data, parts[partition_id])
 
@@ -102,7 +100,9 @@ def cached_split(
     an int: a Generator's draws depend on its past use, so processes would disagree on the split.
     """
     if isinstance(seed, np.random.Generator):
-        raise TypeError("seed must be an int for a cached split, got a numpy.random.Generator")
+        raise InvalidArgument(
+            "seed must be an int for a cached split, got a numpy.random.Generator"
+        )
     labels = as_labels(labels)
     digest = hashlib.blake2b(np.ascontiguousarray(labels).view(np.uint8), digest_size=16)
     key = (

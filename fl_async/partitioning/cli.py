@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument
+
 from .metrics import heterogeneity
 from .schemes import SCHEMES, partition, scheme_name, scheme_parameters
 
@@ -93,7 +95,7 @@ def _check_paths(args: argparse.Namespace) -> None:
     """Refuse output names before any work; np.savez would quietly append ".npz" to others."""
     for option, path, suffix in (("--plot", args.plot, ".png"), ("--out", args.out, ".npz")):
         if path and Path(path).suffix.lower() != suffix:
-            raise ValueError(f"{option} must end in {suffix}, got {path!r}")
+            raise InvalidArgument(f"{option} must end in {suffix}, got {path!r}")
 
 
 def _scheme_params(args: argparse.Namespace, scheme: str) -> dict[str, Any]:
@@ -105,12 +107,12 @@ def _scheme_params(args: argparse.Namespace, scheme: str) -> dict[str, Any]:
     for key in given:
         if key not in takes:
             options = ", ".join(_OPTIONS[p] for p in takes) or "no scheme options"
-            raise ValueError(
+            raise InvalidArgument(
                 f"{_OPTIONS[key]} does not apply to --scheme {scheme}; it takes: {options}"
             )
     for key, default in takes.items():
         if default is inspect.Parameter.empty and key not in given:
-            raise ValueError(f"--scheme {scheme} needs {_OPTIONS[key]}")
+            raise InvalidArgument(f"--scheme {scheme} needs {_OPTIONS[key]}")
     return given
 
 
@@ -118,7 +120,10 @@ def _labels(args: argparse.Namespace) -> tuple[np.ndarray, str]:
     """The labels to split and a short description of where they came from."""
     if args.labels:
         if args.data_root:
-            raise ValueError("--data-root applies to --dataset, not to --labels")
+            raise InvalidArgument(
+                "--data-root applies to --dataset, not to --labels; got --data-root "
+                f"{args.data_root!r}"
+            )
         return _read_labels(Path(args.labels)), args.labels
     from fl_async.data import load_labels
 
@@ -140,7 +145,7 @@ def _read_labels(path: Path) -> np.ndarray:
                 f"--labels {path}: an .npz must hold a 'labels' array or exactly one array, "
                 f"found {arrays.files}"
             )
-    raise ValueError(f"--labels must be a .npy or .npz file, got {str(path)!r}")
+    raise InvalidArgument(f"--labels must be a .npy or .npz file, got {str(path)!r}")
 
 
 def _save(

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument, check_choice
+
 from ._labels import class_codes
 from ._validation import as_labels
 
@@ -70,9 +72,7 @@ class Heterogeneity:
             "jensen_shannon": self.jensen_shannon,
             "emd": self.emd,
         }
-        if metric not in values:
-            raise ValueError(f"metric must be one of {sorted(values)}, got {metric!r}")
-        return float(np.nanmean(values[metric]))
+        return float(np.nanmean(values[check_choice("metric", metric, values)]))
 
     def to_table(self, per_partition: bool = False) -> str:
         """The metrics as a plain-text table; ``per_partition`` adds one row per partition."""
@@ -138,14 +138,16 @@ def _kl_bits(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 def _flatten(partitions: Sequence[Any], num_samples: int) -> tuple[np.ndarray, np.ndarray]:
     """All indices concatenated, and the partition each came from; checks they index the labels."""
     if len(partitions) == 0:
-        raise ValueError("partitions must hold at least one index array, got none")
+        raise InvalidArgument("partitions must hold at least one index array, got none")
     arrays = [np.asarray(part).reshape(-1) for part in partitions]
     for i, array in enumerate(arrays):
         if array.size and array.dtype.kind not in "iu":
-            raise TypeError(f"partition {i} must hold integer indices, got dtype {array.dtype}")
+            raise InvalidArgument(
+                f"partition {i} must hold integer indices, got dtype {array.dtype}"
+            )
     indices = np.concatenate(arrays).astype(np.int64, copy=False)
     if indices.size and (indices.min() < 0 or indices.max() >= num_samples):
-        raise ValueError(
+        raise InvalidArgument(
             f"partition indices must be between 0 and {num_samples - 1} (the number of labels "
             f"- 1), got {indices.min() if indices.min() < 0 else indices.max()}"
         )

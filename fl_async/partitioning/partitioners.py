@@ -12,7 +12,9 @@ import datasets
 import numpy as np
 from flwr_datasets.partitioner import Partitioner
 
-from ._validation import check_alpha, check_range
+from fl_async.validation import InvalidArgument, check_int, check_number, check_seed
+
+from ._validation import check_at_most
 from .adapters import labels_of
 from .schemes import Partitions, partition, scheme_name, scheme_parameters
 
@@ -49,12 +51,12 @@ class SchemePartitioner(Partitioner):
         allowed = scheme_parameters(self._scheme)
         unknown = sorted(set(params) - set(allowed))
         if unknown:
-            raise TypeError(f"scheme {self._scheme!r} got unknown parameter(s) {unknown}")
+            raise InvalidArgument(f"scheme {self._scheme!r} got unknown parameter(s) {unknown}")
         if partition_by is None and self._scheme not in ("iid", "quantity_skew"):
-            raise ValueError(f"scheme {self._scheme!r} needs partition_by, the label column")
-        self._num_partitions = check_range("num_partitions", num_partitions, 1)
+            raise InvalidArgument(f"scheme {self._scheme!r} needs partition_by, the label column")
+        self._num_partitions = check_int("num_partitions", num_partitions, minimum=1)
         self._partition_by = partition_by
-        self._seed = check_range("seed", seed, 0)
+        self._seed = check_seed("seed", seed)
         self._params = params
         self._partitions: Partitions | None = None
 
@@ -78,8 +80,8 @@ class SchemePartitioner(Partitioner):
 
     def load_partition(self, partition_id: int) -> datasets.Dataset:
         """Return partition ``partition_id`` as a ``datasets.Dataset``."""
-        partition_id = check_range(
-            "partition_id", partition_id, 0, self._num_partitions - 1, " (num_partitions - 1)"
+        partition_id = check_at_most(
+            "partition_id", partition_id, 0, self._num_partitions - 1, "num_partitions - 1"
         )
         return self.dataset.select(self.partitions[partition_id])
 
@@ -110,10 +112,10 @@ class DirichletPartitioner(SchemePartitioner):
             num_partitions,
             partition_by=partition_by,
             seed=seed,
-            alpha=check_alpha(alpha),
-            min_partition_size=check_range("min_partition_size", min_partition_size, 0),
+            alpha=check_number("alpha", alpha, minimum=0, min_open=True),
+            min_partition_size=check_int("min_partition_size", min_partition_size, minimum=0),
             self_balancing=self_balancing,
-            max_tries=check_range("max_tries", max_tries, 1),
+            max_tries=check_int("max_tries", max_tries, minimum=1),
         )
 
 
@@ -128,7 +130,9 @@ class LabelSkewPartitioner(SchemePartitioner):
             num_partitions,
             partition_by=partition_by,
             seed=seed,
-            classes_per_partition=check_range("classes_per_partition", classes_per_partition, 1),
+            classes_per_partition=check_int(
+                "classes_per_partition", classes_per_partition, minimum=1
+            ),
         )
 
 
@@ -143,7 +147,7 @@ class ShardsPartitioner(SchemePartitioner):
             num_partitions,
             partition_by=partition_by,
             seed=seed,
-            shards_per_partition=check_range("shards_per_partition", shards_per_partition, 1),
+            shards_per_partition=check_int("shards_per_partition", shards_per_partition, minimum=1),
         )
 
 
@@ -164,7 +168,7 @@ class QuantitySkewPartitioner(SchemePartitioner):
             num_partitions,
             partition_by=None,
             seed=seed,
-            alpha=check_alpha(alpha),
-            min_partition_size=check_range("min_partition_size", min_partition_size, 0),
-            max_tries=check_range("max_tries", max_tries, 1),
+            alpha=check_number("alpha", alpha, minimum=0, min_open=True),
+            min_partition_size=check_int("min_partition_size", min_partition_size, minimum=0),
+            max_tries=check_int("max_tries", max_tries, minimum=1),
         )

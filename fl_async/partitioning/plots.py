@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument
+
 from .metrics import count_matrix
 
 if TYPE_CHECKING:
@@ -100,7 +102,7 @@ def plot_partitions(
 def _as_counts(counts: Any) -> np.ndarray:
     array = np.asarray(counts)
     if array.ndim != 2 or array.size == 0:
-        raise ValueError(
+        raise InvalidArgument(
             f"counts must be a non-empty partitions x classes matrix, got {array.shape}"
         )
     return array
@@ -139,6 +141,6 @@ def _class_colors(num_classes: int) -> list[Any]:
 def _finish(figure: Figure, path: str | Path | None) -> Figure:
     if path is not None:
         if Path(path).suffix.lower() != ".png":
-            raise ValueError(f"plot path must end in .png, got {str(path)!r}")
+            raise InvalidArgument(f"plot path must end in .png, got {str(path)!r}")
         figure.savefig(path, dpi=110)
     return figure

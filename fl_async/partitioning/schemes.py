@@ -18,15 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument, check_int, check_number
+
 from ._labels import class_codes, compact
-from ._validation import (
-    Seed,
-    as_labels,
-    as_rng,
-    check_alpha,
-    check_num_partitions,
-    check_range,
-)
+from ._validation import Seed, as_labels, as_rng, check_at_most, check_num_partitions
 
 Partitions = list[np.ndarray]
 
@@ -74,22 +69,13 @@ def dirichlet(
     """
     labels = as_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    alpha = check_alpha(alpha)
-    min_partition_size = _check_min_size(min_partition_size, labels.size, num_partitions)
-    max_tries = check_range("max_tries", max_tries, 1)
-    if not isinstance(self_balancing, bool | np.bool_):
-        raise TypeError(f"self_balancing must be True or False, got {self_balancing!r}")
+    alpha, min_partition_size, max_tries = _check_dirichlet_options(
+        alpha, min_partition_size, self_balancing, max_tries, labels.size, num_partitions
+    )
     rng = as_rng(seed)
     _, codes, class_sizes = class_codes(labels)
     order = _order_by_class(codes, class_sizes.size, rng)
-    concentration = np.full(num_partitions, alpha)
-
-    def draw() -> np.ndarray:
-        shares = rng.dirichlet(concentration, size=class_sizes.size)
-        if self_balancing:
-            return _balanced_counts(shares, class_sizes, labels.size / num_partitions)
-        return _split_counts(shares, class_sizes)
-
+    draw = _dirichlet_draw(rng, alpha, num_partitions, class_sizes, labels.size, self_balancing)
     counts = _draw_until_large_enough(
         draw, min_partition_size, max_tries, "dirichlet", alpha, num_partitions
     )
@@ -113,8 +99,8 @@ def label_skew(
     num_partitions = check_num_partitions(num_partitions, labels.size)
     classes, codes, class_sizes = class_codes(labels)
     num_classes = class_sizes.size
-    k = check_range(
-        "classes_per_partition", classes_per_partition, 1, num_classes, " (the number of classes)"
+    k = check_at_most(
+        "classes_per_partition", classes_per_partition, 1, num_classes, "the number of classes"
     )
     rng = as_rng(seed)
     held = _choose_classes(num_classes, num_partitions, k, rng)
@@ -156,12 +142,12 @@ def shards(labels: Any, num_partitions: int, shards_per_partition: int, seed: Se
     """
     labels = as_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    per_partition = check_range(
+    per_partition = check_at_most(
         "shards_per_partition",
         shards_per_partition,
         1,
         labels.size // num_partitions,
-        " (the number of samples // num_partitions)",
+        "the number of samples // num_partitions",
     )
     rng = as_rng(seed)
     _, codes, class_sizes = class_codes(labels)
@@ -193,9 +179,9 @@ def quantity_skew(
     """
     labels = as_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    alpha = check_alpha(alpha)
+    alpha = check_number("alpha", alpha, minimum=0, min_open=True)
     min_partition_size = _check_min_size(min_partition_size, labels.size, num_partitions)
-    max_tries = check_range("max_tries", max_tries, 1)
+    max_tries = check_int("max_tries", max_tries, minimum=1)
     rng = as_rng(seed)
     concentration = np.full(num_partitions, alpha)
     total = np.array([labels.size])
@@ -221,12 +207,9 @@ SCHEMES: dict[str, Callable[..., Partitions]] = {
 
 def scheme_name(scheme: str) -> str:
     """Return the canonical name of ``scheme`` (hyphens become underscores)."""
-    if not isinstance(scheme, str):
-        raise TypeError(f"scheme must be a string, got {scheme!r}")
-    name = scheme.replace("-", "_")
-    if name not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
-    return name
+    if isinstance(scheme, str) and scheme.replace("-", "_") in SCHEMES:
+        return scheme.replace("-", "_")
+    raise InvalidArgument(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
 
 
 def scheme_parameters(scheme: str) -> dict[str, Any]:
@@ -249,22 +232,62 @@ def partition(
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         takes = ", ".join(allowed) or "no parameters"
-        raise TypeError(f"scheme {name!r} got unknown parameter(s) {unknown}; it takes: {takes}")
+        raise InvalidArgument(
+            f"scheme {name!r} got unknown parameter(s) {unknown}; it takes: {takes}"
+        )
     missing = [p for p, default in allowed.items() if default is inspect.Parameter.empty]
     missing = [p for p in missing if p not in params]
     if missing:
-        raise TypeError(f"scheme {name!r} needs parameter(s) {missing}")
+        raise InvalidArgument(f"scheme {name!r} needs parameter(s) {missing}")
     return SCHEMES[name](labels, num_partitions=num_partitions, seed=seed, **params)
 
 
 def _check_min_size(min_partition_size: Any, num_samples: int, num_partitions: int) -> int:
-    return check_range(
+    return check_at_most(
         "min_partition_size",
         min_partition_size,
         0,
         num_samples // num_partitions,
-        " (the number of samples // num_partitions)",
+        "the number of samples // num_partitions",
     )
+
+
+def _check_dirichlet_options(
+    alpha: Any,
+    min_partition_size: Any,
+    self_balancing: Any,
+    max_tries: Any,
+    num_samples: int,
+    num_partitions: int,
+) -> tuple[float, int, int]:
+    """Check :func:`dirichlet`'s options; return alpha, min_partition_size and max_tries."""
+    alpha = check_number("alpha", alpha, minimum=0, min_open=True)
+    min_partition_size = _check_min_size(min_partition_size, num_samples, num_partitions)
+    max_tries = check_int("max_tries", max_tries, minimum=1)
+    if not isinstance(self_balancing, bool | np.bool_):
+        raise InvalidArgument(f"self_balancing must be True or False, got {self_balancing!r}")
+    return alpha, min_partition_size, max_tries
+
+
+def _dirichlet_draw(
+    rng: np.random.Generator,
+    alpha: float,
+    num_partitions: int,
+    class_sizes: np.ndarray,
+    num_samples: int,
+    self_balancing: bool,
+) -> Callable[[], np.ndarray]:
+    """Return a function drawing one classes x partitions count matrix for :func:`dirichlet`."""
+    concentration = np.full(num_partitions, alpha)
+
+    def draw() -> np.ndarray:
+        """Draw class shares from Dir(alpha) and turn them into counts."""
+        shares = rng.dirichlet(concentration, size=class_sizes.size)
+        if self_balancing:
+            return _balanced_counts(shares, class_sizes, num_samples / num_partitions)
+        return _split_counts(shares, class_sizes)
+
+    return draw
 
 
 def _order_by_class(codes: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Who may train next and when: dispatch policies, the virtual clock, node speeds and traces.
 
 Pure numpy, no Flower: the event loop in ``fl_async.strategies`` combines a policy, a clock and a
-``TaskQueue``. See docs/scheduling.md and ALGORITHMS.md ("SSP and ASP", "OD-SGD", "GSGM",
-"Virtual clock").
+``TaskQueue``. See docs/scheduling.md, and docs/algorithms.md for the rules (Dispatch policies,
+OD-SGD, GSGM, Virtual clock).
 """
 
 from fl_async.scheduling.clock import JITTER_STREAM, PROFILE_STREAM, NodeProfile, VirtualClock

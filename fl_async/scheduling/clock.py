@@ -1,4 +1,4 @@
-"""The virtual clock: reproducible task durations per node (ALGORITHMS.md, "Virtual clock").
+"""The virtual clock: reproducible task durations per node (docs/algorithms.md, Virtual clock).
 
 Units: seconds, examples and bytes. A task of node ``k`` lasts
 
@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fl_async.scheduling._checks import check_int, check_number
 from fl_async.scheduling.speeds import SPEED_MODELS, LogNormal, SpeedModel, Trace
 from fl_async.scheduling.traces import FedScaleTrace, load_fedscale_trace
+from fl_async.validation import InvalidArgument, check_choice, check_int, check_number, check_seed
 
 PROFILE_STREAM = 0
 """Third seed word of a node's profile generator ``[seed, stable_id, PROFILE_STREAM]``."""
@@ -51,29 +51,34 @@ def _resolve_speed(
     custom_lognormal = sigma != 1.0 or median != 1.0
     if trace is not None:
         if not (isinstance(speed, str) and speed in ("lognormal", "trace")):
-            raise ValueError(f"trace= sets the speed model; do not also pass speed={speed!r}")
+            raise InvalidArgument(f"trace= sets the speed model; do not also pass speed={speed!r}")
         speed = "trace"
     if isinstance(speed, str):
-        if speed not in SPEED_MODELS:
-            raise ValueError(f"unknown speed model {speed!r}; allowed: {sorted(SPEED_MODELS)}")
+        speed = check_choice("speed", speed, SPEED_MODELS)
         if speed == "lognormal":
             return LogNormal(sigma=sigma, median=median)
         if custom_lognormal:
-            raise ValueError(f"sigma and median apply to speed='lognormal', not {speed!r}")
+            raise InvalidArgument(
+                f"sigma and median apply to speed='lognormal', not {speed!r}; got sigma={sigma!r}, "
+                f"median={median!r}"
+            )
         if speed == "trace":
             if trace is None:
-                raise ValueError(
+                raise InvalidArgument(
                     "speed='trace' needs trace=<path of a FedScale device-capacity pickle>"
                 )
             return Trace(trace)
         return SPEED_MODELS[speed]()
     if not isinstance(speed, tuple(SPEED_MODELS.values())):
-        raise ValueError(
-            f"speed must be one of {sorted(SPEED_MODELS)} or a LogNormal, Uniform, Pareto or "
-            f"Trace object, got {speed!r}"
+        raise InvalidArgument(
+            f"speed must be one of {', '.join(map(repr, SPEED_MODELS))} or a LogNormal, Uniform, "
+            f"Pareto or Trace object, got {speed!r}"
         )
     if custom_lognormal:
-        raise ValueError("sigma and median apply to speed='lognormal'; set them on the model")
+        raise InvalidArgument(
+            f"sigma and median apply to speed='lognormal'; set them on the {speed.name} model "
+            f"instead, got sigma={sigma!r}, median={median!r}"
+        )
     return speed
 
 
@@ -83,12 +88,12 @@ def _check_ranking(ranking: Sequence[int] | None) -> tuple[int, ...]:
     ids = tuple(check_int("ranking entry", k, minimum=0) for k in ranking)
     if len(set(ids)) != len(ids):
         repeated = sorted({k for k in ids if ids.count(k) > 1})
-        raise ValueError(f"ranking must list each stable id once; repeated: {repeated}")
+        raise InvalidArgument(f"ranking must list each stable id once; repeated: {repeated}")
     return ids
 
 
 class VirtualClock:
-    """Simulated time (ALGORITHMS.md, "Virtual clock"): each node's task duration, reproducibly.
+    """Simulated time (docs/algorithms.md, Virtual clock): each node's task duration, reproducibly.
 
     ``speed`` draws ``t_sample`` (seconds per example): ``"lognormal"`` (``sigma``, ``median``),
     ``"uniform"``, ``"pareto"``, ``"trace"`` (with ``trace=``) or a model object. ``bandwidth_down``
@@ -113,12 +118,12 @@ class VirtualClock:
         trace: str | os.PathLike[str] | None = None,
         ranking: Sequence[int] | None = None,
     ) -> None:
-        self.seed = check_int("seed", seed, minimum=0)
+        self.seed = check_seed("seed", seed)
         self.speed = _resolve_speed(speed, sigma, median, trace)
-        self.jitter = check_number("jitter", jitter)
+        self.jitter = check_number("jitter", jitter, minimum=0)
         self.bandwidth_down = self._check_bandwidth("bandwidth_down", bandwidth_down)
         self.bandwidth_up = self._check_bandwidth("bandwidth_up", bandwidth_up)
-        self.latency = check_number("latency", latency)
+        self.latency = check_number("latency", latency, minimum=0)
         self.ranking = _check_ranking(ranking)
         self._trace: FedScaleTrace | None = None
         if isinstance(self.speed, Trace):
@@ -198,9 +203,7 @@ class VirtualClock:
     # ------------------------------------------------------------------------- internals
     @staticmethod
     def _check_bandwidth(name: str, value: float | None) -> float | None:
-        if value is None:
-            return None
-        return check_number(name, value, strict=True, finite=False)
+        return check_number(name, value, minimum=0, min_open=True, finite=False, allow_none=True)
 
     def _draw(self, stable_id: int) -> NodeProfile:
         if self._trace is not None:

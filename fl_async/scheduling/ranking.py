@@ -11,18 +11,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fl_async.validation import InvalidArgument, check_choice, check_int
+
 _FAST = ("few", "many")
 
 
 def _check_counts(counts: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
     matrix = np.asarray(counts)
     if matrix.ndim != 2 or matrix.dtype.kind not in "iuf":
-        raise ValueError(
+        raise InvalidArgument(
             f"counts must be a numeric partitions x classes matrix, got shape {matrix.shape} "
             f"of dtype {matrix.dtype}"
         )
-    if not np.isfinite(matrix).all() or (matrix < 0).any():
-        raise ValueError("counts must be finite and >= 0 (examples per partition and class)")
+    bad = matrix[~np.isfinite(matrix) | (matrix < 0)]
+    if bad.size:
+        raise InvalidArgument(
+            "counts must be finite and >= 0 (examples per partition and class), "
+            f"got {bad[0].item()!r}"
+        )
     return matrix
 
 
@@ -33,8 +39,7 @@ def ranking_by_classes(
 
     ``fast="many"`` puts the nodes holding the most classes first. Ties go to the smaller id.
     """
-    if fast not in _FAST:
-        raise ValueError(f"fast must be one of {list(_FAST)}, got {fast!r}")
+    check_choice("fast", fast, _FAST)
     held = (_check_counts(counts) > 0).sum(axis=1)
     key = held if fast == "few" else -held
     # lexsort sorts by its last key first: classes held, then partition id.
@@ -49,12 +54,10 @@ def ranking_by_labels(
     Partitions without examples have share 0; ties go to the smaller id.
     """
     matrix = _check_counts(counts)
-    chosen = sorted({int(c) for c in labels})
-    if not chosen or any(c < 0 or c >= matrix.shape[1] for c in chosen):
-        raise ValueError(
-            f"labels must be a non-empty list of class indices in [0, {matrix.shape[1]}), "
-            f"got {list(labels)!r}"
-        )
+    last = matrix.shape[1] - 1
+    chosen = sorted({check_int("labels entry", c, minimum=0, maximum=last) for c in labels})
+    if not chosen:
+        raise InvalidArgument(f"labels must list at least one class index, got {labels!r}")
     totals = matrix.sum(axis=1, dtype=np.float64)
     inside = matrix[:, chosen].sum(axis=1, dtype=np.float64)
     share = np.divide(inside, totals, out=np.zeros_like(totals), where=totals > 0)

@@ -14,7 +14,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from fl_async.scheduling._checks import check_number
+from fl_async.validation import InvalidArgument, check_number
+
+
+def _check_positive(name: str, value: float) -> None:
+    check_number(name, value, minimum=0, min_open=True)
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class LogNormal:
     name: ClassVar[str] = "lognormal"
 
     def __post_init__(self) -> None:
-        check_number("LogNormal sigma", self.sigma)
-        check_number("LogNormal median", self.median, strict=True)
+        check_number("LogNormal sigma", self.sigma, minimum=0)
+        _check_positive("LogNormal median", self.median)
 
     def draw(self, rng: np.random.Generator) -> float:
         """One node's ``t_sample``, from that node's own generator."""
@@ -43,10 +47,10 @@ class Uniform:
     name: ClassVar[str] = "uniform"
 
     def __post_init__(self) -> None:
-        check_number("Uniform low", self.low, strict=True)
-        check_number("Uniform high", self.high, strict=True)
+        _check_positive("Uniform low", self.low)
+        _check_positive("Uniform high", self.high)
         if self.low > self.high:
-            raise ValueError(
+            raise InvalidArgument(
                 f"Uniform needs low <= high, got low={self.low!r} > high={self.high!r}"
             )
 
@@ -67,8 +71,8 @@ class Pareto:
     name: ClassVar[str] = "pareto"
 
     def __post_init__(self) -> None:
-        check_number("Pareto shape", self.shape, strict=True)
-        check_number("Pareto scale", self.scale, strict=True)
+        _check_positive("Pareto shape", self.shape)
+        _check_positive("Pareto scale", self.scale)
 
     def draw(self, rng: np.random.Generator) -> float:
         """One node's ``t_sample``, from that node's own generator."""
@@ -92,7 +96,7 @@ class Trace:
                 f"trace file {str(self.path)!r} does not exist; expected a FedScale "
                 "device-capacity pickle"
             )
-        check_number("Trace augmentation_factor", self.augmentation_factor, strict=True)
+        _check_positive("Trace augmentation_factor", self.augmentation_factor)
 
 
 SpeedModel = LogNormal | Uniform | Pareto | Trace

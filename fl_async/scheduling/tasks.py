@@ -1,11 +1,10 @@
-"""The tasks in flight, in virtual finish order (ALGORITHMS.md, "Virtual clock")."""
+"""The tasks in flight, in virtual finish order (docs/algorithms.md, Virtual clock)."""
 
 from __future__ import annotations
 
 import heapq
-from typing import Any
 
-from fl_async.scheduling._checks import check_int, check_number
+from fl_async.validation import InvalidArgument, check_int, check_number
 
 _Entry = tuple[float, int, int, str]  # (finish, stable_id, push order, task_key): the sort key
 
@@ -24,11 +23,11 @@ class TaskQueue:
     def push(self, task_key: str, finish: float, stable_id: int) -> None:
         """Queue ``task_key`` of node ``stable_id``, ending at virtual time ``finish`` (seconds)."""
         if not isinstance(task_key, str):
-            raise ValueError(f"task_key must be a str, got {task_key!r}")
+            raise InvalidArgument(f"task_key must be a str, got {task_key!r}")
         if task_key in self._live:
-            raise ValueError(f"task {task_key!r} is already queued")
+            raise InvalidArgument(f"task {task_key!r} is already queued")
         entry = (
-            check_number("finish", finish),
+            check_number("finish", finish, minimum=0),
             check_int("stable_id", stable_id, minimum=0),
             self._pushed,
             task_key,
@@ -58,34 +57,11 @@ class TaskQueue:
         if len(self._heap) > 2 * len(self._live) + 16:
             self._heap = sorted(self._live.values())
 
-    def items(self) -> list[tuple[str, float]]:
-        """All queued tasks as ``(task_key, finish)``, in the order ``pop`` would return them."""
-        return [(e[3], e[0]) for e in self._sorted()]
-
     def __len__(self) -> int:
         return len(self._live)
 
     def __contains__(self, task_key: object) -> bool:
         return task_key in self._live
-
-    def state_dict(self) -> dict[str, Any]:
-        """The queued tasks with their tie-breaking order, as plain values."""
-        return {
-            "entries": [[key, finish, sid, order] for finish, sid, order, key in self._sorted()],
-            "pushed": self._pushed,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict()`` (also on a fresh queue); pops resume in the same order."""
-        entries = [
-            (float(f), int(sid), int(order), str(key)) for key, f, sid, order in state["entries"]
-        ]
-        self._live = {e[3]: e for e in entries}
-        self._heap = sorted(entries)
-        self._pushed = int(state["pushed"])
-
-    def _sorted(self) -> list[_Entry]:
-        return sorted(self._live.values())
 
     def _top(self) -> _Entry:
         heap = self._heap

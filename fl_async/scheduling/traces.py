@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fl_async.scheduling._checks import check_int
+from fl_async.validation import check_int
 
 BYTES_PER_KBIT = 1024 / 8
 """FedScale's kbit: a model of ``b`` bytes is ``b / 1024 * 8`` kbit."""
