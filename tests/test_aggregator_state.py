@@ -8,18 +8,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fl_async.aggregators import (
+    APPLIED,
     ASGD,
     DCASGD,
     GSGM,
+    HELD,
+    ODSGD,
     SSGD,
     ClientUpdate,
     FedAsync,
     FedBuff,
+    Outcome,
     TrendSmooth,
 )
 
+BARRIER = 3
+"""Barrier rules (SSGD, ODSGD) are flushed once this many updates are held."""
+
 FACTORIES = {
-    "ssgd": lambda: SSGD(lr=0.9, num_nodes=3),
+    "ssgd": lambda: SSGD(lr=0.9),
+    "odsgd": lambda: ODSGD(lr=0.9),
     "asgd": lambda: ASGD(lr=0.5, staleness="polynomial"),
     "fedasync": lambda: FedAsync(alpha=0.5),
     "fedbuff": lambda: FedBuff(buffer_size=3, server_momentum=0.5),
@@ -65,8 +73,11 @@ def _feed(agg, stream, history):
                 base=history[b],
                 staleness=len(history) - 1 - b,
                 num_examples=node + 1,
+                iteration=agg.version,
             )
         )
+        if agg.held == BARRIER:
+            assert agg.flush()
         if len(history) - 1 < agg.version:
             history.append([p.copy() for p in agg.params])
 
@@ -123,7 +134,7 @@ def test_state_dict_round_trip_continues_bit_for_bit(name):
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_results_do_not_depend_on_chunk_size_or_threads(name, monkeypatch):
     """Rules run chunk by chunk on a thread pool; every chunking gives the same bits."""
-    from fl_async.aggregators import base
+    from fl_async.aggregators import kernels
 
     def run():
         agg = FACTORIES[name]()
@@ -132,8 +143,8 @@ def test_results_do_not_depend_on_chunk_size_or_threads(name, monkeypatch):
         return agg
 
     whole = run()  # each of these tiny arrays is one chunk
-    monkeypatch.setattr(base, "CHUNK", 5)
-    monkeypatch.setattr(base, "THREADS", 3)
+    monkeypatch.setattr(kernels, "CHUNK", 5)
+    monkeypatch.setattr(kernels, "THREADS", 3)
     split = run()  # the 12-value array in three chunks, spread over three threads
     assert split.version == whole.version > 1
     _assert_same_state(whole, split)
@@ -210,10 +221,14 @@ def test_rejection_leaves_every_piece_of_state_unchanged(name, shapes, dtype, ta
     # A good update first, so accumulators hold something. SSGD rejects stale ones by design.
     good_tau = 0 if isinstance(agg, SSGD) else tau
     good = [rng.normal(scale=0.1, size=s).astype(dtype) for s in shapes]
-    accepted_before = agg.apply(
-        ClientUpdate(node_id=0, delta=good, base=params, staleness=good_tau, num_examples=3)
+    first = agg.apply(
+        ClientUpdate(
+            node_id=0, delta=good, base=params, staleness=good_tau, num_examples=3, iteration=0
+        )
     )
-    assert agg.num_rejected == {} or isinstance(agg, SSGD)
+    # FedBuff (K = 3) and the barriers hold their first update; the other rules step on it
+    assert first == Outcome(HELD if isinstance(agg, (SSGD, FedBuff)) else APPLIED)
+    assert agg.num_rejected == {}
     before = {
         k: v for k, v in agg.state_dict().items() if k not in ("num_rejected", "hyperparameters")
     }
@@ -221,17 +236,17 @@ def test_rejection_leaves_every_piece_of_state_unchanged(name, shapes, dtype, ta
     if kind == "weight":
         agg.staleness = lambda t: float("nan")
     delta, base, bad_tau = _make_bad(kind, good, params)
-    if kind == "base" and not agg.needs_base:
-        return  # rules that never read the base's values do not inspect it
-    assert not agg.apply(
-        ClientUpdate(node_id=1, delta=delta, base=base, staleness=bad_tau, num_examples=3)
+    outcome = agg.apply(
+        ClientUpdate(
+            node_id=1, delta=delta, base=base, staleness=bad_tau, num_examples=3, iteration=0
+        )
     )
+    assert not outcome.accepted and outcome.reason in agg.num_rejected
     _assert_equal(
         {k: v for k, v in agg.state_dict().items() if k not in ("num_rejected", "hyperparameters")},
         before,
     )
     assert sum(agg.num_rejected.values()) == rejected_before + 1
-    assert accepted_before in (True, False)
 
 
 @settings(max_examples=60, deadline=None)
@@ -252,12 +267,16 @@ def test_valid_updates_keep_the_model_finite_and_versions_counted(name, shapes, 
             tau = 0
         delta = [rng.normal(scale=0.1, size=s).astype(dtype) for s in shapes]
         base = [p.copy() for p in agg.params]
-        steps += agg.apply(
-            ClientUpdate(node_id=i, delta=delta, base=base, staleness=tau, num_examples=2)
+        update = ClientUpdate(
+            node_id=i, delta=delta, base=base, staleness=tau, num_examples=2, iteration=agg.version
         )
+        outcome = agg.apply(update)
+        assert outcome.accepted
+        steps += outcome.stepped
         assert all(
             p.dtype == np.float32 and p.shape == s for p, s in zip(agg.params, shapes, strict=True)
         )
         assert all(np.isfinite(p).all() for p in agg.params)
+    steps += agg.flush()  # a barrier steps with what it holds; other rules hold nothing
     assert agg.version == steps
     assert agg.num_rejected == {}

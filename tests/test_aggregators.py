@@ -6,19 +6,25 @@ import torch
 
 from fl_async.aggregators import (
     AGGREGATORS,
+    APPLIED,
     ASGD,
     DCASGD,
     GSGM,
+    HELD,
     ODSGD,
+    REJECTED,
     SSGD,
+    STEPPED,
     ClientUpdate,
     Constant,
     FedAsync,
     FedBuff,
     Hinge,
+    Outcome,
     Polynomial,
     TrendSmooth,
 )
+from fl_async.validation import InvalidArgument
 
 W0 = [1.0, 2.0]
 
@@ -77,15 +83,15 @@ def test_fedasync_by_hand():
 def test_fedbuff_by_hand():
     agg = FedBuff(buffer_size=2, lr=1.0, server_momentum=0.5, staleness=Polynomial(a=1.0))
     agg.init([arr(W0)])
-    assert not agg.apply(upd(1, [0.5, -1.0], W0, 0))
+    assert agg.apply(upd(1, [0.5, -1.0], W0, 0)) == Outcome(HELD)
     assert agg.count == 1 and agg.version == 0
     np.testing.assert_array_equal(agg.params[0], W0)
     # B = [1.5, 0]; m = B/2 = [.75, 0]; w1 = [.25, 2]
-    assert agg.apply(upd(2, [1.0, 1.0], W0, 0))
+    assert agg.apply(upd(2, [1.0, 1.0], W0, 0)) == Outcome(STEPPED)
     np.testing.assert_allclose(agg.params[0], [0.25, 2.0])
-    assert not agg.apply(upd(1, [-0.5, 0.5], [0.25, 2.0], 0))
+    assert agg.apply(upd(1, [-0.5, 0.5], [0.25, 2.0], 0)).status == HELD
     # s(1) = .5: B = [-.5, .5] + .5*[1, -1] = 0; m = .5*[.75, 0]; w2 = [.25 - .375, 2]
-    assert agg.apply(upd(2, [1.0, -1.0], W0, 1))
+    assert agg.apply(upd(2, [1.0, -1.0], W0, 1)).status == STEPPED
     np.testing.assert_allclose(agg.params[0], [-0.125, 2.0])
     assert agg.version == 2 and agg.count == 0
 
@@ -136,25 +142,27 @@ def test_trend_smooth_momentum_by_hand():
 
 
 def test_ssgd_by_hand():
-    agg = SSGD(lr=1.0, num_nodes=2)
+    agg = SSGD(lr=1.0)
     agg.init([arr(W0)])
-    assert not agg.apply(upd(2, [1.0, 1.0], W0, 0, num_examples=3))
+    assert agg.apply(upd(2, [1.0, 1.0], W0, 0, num_examples=3)) == Outcome(HELD)
+    assert agg.apply(upd(1, [0.5, -1.0], W0, 0, num_examples=1)) == Outcome(HELD)
     # (1*[.5, -1] + 3*[1, 1]) / 4 = [.875, .5]
-    assert agg.apply(upd(1, [0.5, -1.0], W0, 0, num_examples=1))
+    assert agg.flush()
     np.testing.assert_allclose(agg.params[0], [0.125, 1.5])
-    assert not agg.apply(upd(1, [9.0, 9.0], W0, 1))
+    assert agg.apply(upd(1, [9.0, 9.0], W0, 1)) == Outcome(REJECTED, "too-stale")
     assert agg.num_rejected == {"too-stale": 1}
     # every n_k is 0: equal weights
-    assert not agg.apply(upd(1, [-1.0, 0.0], [0.125, 1.5], 0, num_examples=0))
-    assert not agg.apply(upd(1, [5.0, 5.0], [0.125, 1.5], 0))
+    assert agg.apply(upd(1, [-1.0, 0.0], [0.125, 1.5], 0, num_examples=0)).status == HELD
+    assert agg.apply(upd(1, [5.0, 5.0], [0.125, 1.5], 0)) == Outcome(REJECTED, "duplicate")
     assert agg.num_rejected["duplicate"] == 1
-    assert agg.apply(upd(2, [1.0, 2.0], [0.125, 1.5], 0, num_examples=0))
+    assert agg.apply(upd(2, [1.0, 2.0], [0.125, 1.5], 0, num_examples=0)).status == HELD
+    assert agg.flush()
     np.testing.assert_allclose(agg.params[0], [0.125, 0.5])
     assert agg.version == 2
 
 
 def test_ssgd_flush_steps_with_held_updates():
-    agg = SSGD(num_nodes=3)
+    agg = SSGD()
     agg.init([arr(W0)])
     assert not agg.flush()
     agg.apply(upd(1, [1.0, 1.0], W0, 0, num_examples=1))
@@ -170,10 +178,11 @@ def test_ssgd_sums_in_node_order_whatever_the_arrival():
     deltas = {k: [rng.normal(size=1000).astype(np.float32)] for k in range(5)}
     results = []
     for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1]):
-        agg = SSGD(num_nodes=5)
+        agg = SSGD()
         agg.init([np.zeros(1000, np.float32)])
         for k in order:
             agg.apply(ClientUpdate(node_id=k, delta=deltas[k], base=None, num_examples=k + 1))
+        assert agg.flush()
         results.append(agg.params[0].copy())
     np.testing.assert_array_equal(results[0], results[1])
 
@@ -224,7 +233,7 @@ def _run_random(agg, trace, shapes=((3, 4), (5,))):
 def test_fedbuff_with_k_nodes_equals_ssgd():
     rng = np.random.default_rng(1)
     fedbuff = FedBuff(buffer_size=4, lr=0.7, staleness="constant")
-    ssgd = SSGD(lr=0.7, num_nodes=4)
+    ssgd = SSGD(lr=0.7)
     for agg in (fedbuff, ssgd):
         agg.init([np.ones((6,), np.float32)])
     for _ in range(3):
@@ -233,6 +242,7 @@ def test_fedbuff_with_k_nodes_equals_ssgd():
             base = [p.copy() for p in agg.params]
             for k, d in enumerate(deltas):
                 agg.apply(ClientUpdate(node_id=k, delta=d, base=base, num_examples=5))
+        assert ssgd.flush()
     assert fedbuff.version == ssgd.version == 3
     np.testing.assert_allclose(fedbuff.params[0], ssgd.params[0], rtol=1e-6)
 
@@ -321,23 +331,40 @@ def test_aggregator_defaults():
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: ASGD(lr=-1.0), "lr must be >= 0, got -1.0"),
-        (lambda: GSGM(momentum=1.0), "momentum must be in [0, 1), got 1.0"),
-        (lambda: GSGM(average_weight=1.5), "average_weight must be in [0, 1], got 1.5"),
+        (lambda: ASGD(lr=-1.0), "lr must be a finite number >= 0, got -1.0"),
+        (lambda: ASGD(lr=float("nan")), "lr must be a finite number >= 0, got nan"),
+        (lambda: GSGM(momentum=1.0), "momentum must be a finite number in [0, 1), got 1.0"),
+        (lambda: GSGM(average_weight=1.5), "average_weight must be a finite number in [0, 1]"),
         (lambda: FedBuff(buffer_size=0), "buffer_size must be an integer >= 1, got 0"),
-        (lambda: TrendSmooth(base="rmsprop"), "base must be one of ['sgd', 'momentum', 'adam']"),
-        (lambda: FedAsync(alpha=0), "alpha must be in (0, 1], got 0"),
+        (lambda: FedBuff(buffer_size=2.0), "buffer_size must be an integer >= 1, got 2.0"),
+        (
+            lambda: TrendSmooth(base="rmsprop"),
+            "base must be one of 'sgd', 'momentum', 'adam', got 'rmsprop'",
+        ),
+        (lambda: TrendSmooth(eps=0.0), "eps must be a finite number > 0, got 0.0"),
+        (lambda: FedAsync(alpha=0), "alpha must be a finite number in (0, 1], got 0"),
         (lambda: ASGD(max_staleness=-2), "max_staleness must be an integer >= 0 or None, got -2"),
-        (lambda: ASGD(staleness="linear"), "unknown staleness weight 'linear'"),
-        (lambda: Polynomial(a=-1), "Polynomial a must be >= 0, got -1"),
-        (lambda: SSGD(num_nodes=0), "num_nodes must be an integer >= 1 or None, got 0"),
-        (lambda: DCASGD(ms_decay=1.0), "ms_decay must be in [0, 1), got 1.0"),
+        (
+            lambda: ASGD(staleness="linear"),
+            "staleness must be one of 'constant', 'polynomial', 'hinge', got 'linear'",
+        ),
+        (lambda: ASGD(staleness=3), "staleness must be a callable tau -> float or one of"),
+        (lambda: Polynomial(a=-1), "Polynomial a must be a finite number >= 0, got -1"),
+        (lambda: Hinge(b=1.5), "Hinge b must be an integer >= 0, got 1.5"),
+        (lambda: DCASGD(ms_decay=1.0), "ms_decay must be a finite number in [0, 1), got 1.0"),
+        (lambda: DCASGD(adaptive=1), "adaptive must be True or False, got 1"),
     ],
 )
 def test_bad_hyperparameters_raise(make, message):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(InvalidArgument) as info:
         make()
     assert message in str(info.value)
+
+
+def test_barrier_rules_take_no_node_count():
+    for cls in (SSGD, ODSGD):
+        with pytest.raises(TypeError, match="num_nodes"):
+            cls(num_nodes=2)
 
 
 def test_apply_before_init_raises():
@@ -348,7 +375,7 @@ def test_apply_before_init_raises():
 def test_overflow_is_rejected_and_model_untouched():
     agg = ASGD(lr=1.0)
     agg.init([arr([3e38, 1.0])])
-    assert not agg.apply(upd(1, [-3e38, 0.0], [3e38, 1.0], 0))
+    assert agg.apply(upd(1, [-3e38, 0.0], [3e38, 1.0], 0)) == Outcome(REJECTED, "overflow")
     assert agg.num_rejected == {"overflow": 1}
     np.testing.assert_array_equal(agg.params[0], arr([3e38, 1.0]))
     assert agg.version == 0
@@ -357,15 +384,16 @@ def test_overflow_is_rejected_and_model_untouched():
 def test_max_staleness_rejects():
     agg = GSGM(max_staleness=2)
     agg.init([arr(W0)])
-    assert not agg.apply(upd(1, [1.0, 1.0], W0, 3))
+    assert agg.apply(upd(1, [1.0, 1.0], W0, 3)) == Outcome(REJECTED, "too-stale")
     assert agg.num_rejected == {"too-stale": 1} and agg.num_cached == 0
-    assert agg.apply(upd(1, [1.0, 1.0], W0, 2))
+    assert agg.apply(upd(1, [1.0, 1.0], W0, 2)) == Outcome(APPLIED)
 
 
 def test_rules_that_read_the_base_reject_updates_without_one():
     for agg in (FedAsync(), DCASGD()):
         agg.init([arr(W0)])
-        assert not agg.apply(ClientUpdate(node_id=1, delta=[arr([1, 1])], base=None))
+        outcome = agg.apply(ClientUpdate(node_id=1, delta=[arr([1, 1])], base=None))
+        assert outcome == Outcome(REJECTED, "missing-base")
         assert agg.num_rejected == {"missing-base": 1}
 
 
@@ -378,16 +406,18 @@ def test_odsgd_buffers_each_iteration_by_hand():
     def it(node, delta, iteration):
         return ClientUpdate(node_id=node, delta=[arr(delta)], base=None, iteration=iteration)
 
-    agg = ODSGD(lr=1.0, num_nodes=2)
+    agg = ODSGD(lr=1.0)
     agg.init([arr(W0)])
-    assert not agg.apply(it(1, [1.0, 1.0], 0))
-    assert not agg.apply(it(1, [2.0, 2.0], 1))  # the fast node runs ahead one iteration
-    assert agg.pending_iterations == [1]
-    assert agg.apply(it(2, [3.0, 3.0], 0))  # mean [2, 2]
+    assert agg.apply(it(1, [1.0, 1.0], 0)) == Outcome(HELD)
+    assert agg.apply(it(1, [2.0, 2.0], 1)) == Outcome(HELD)  # the fast node runs ahead
+    assert agg.pending_iterations == [1] and agg.held == 1
+    assert agg.apply(it(2, [3.0, 3.0], 0)) == Outcome(HELD)
+    assert agg.flush()  # mean [2, 2]
     np.testing.assert_allclose(agg.params[0], [-1.0, 0.0])
     assert agg.held == 1 and agg.pending_iterations == []
-    assert agg.apply(it(2, [0.0, 0.0], 1))  # mean [1, 1]
+    assert agg.apply(it(2, [0.0, 0.0], 1)) == Outcome(HELD)
+    assert agg.flush()  # mean [1, 1]
     np.testing.assert_allclose(agg.params[0], [-2.0, -1.0])
-    assert not agg.apply(it(1, [5.0, 5.0], 0))
-    assert not agg.apply(it(1, [5.0, 5.0], None))
+    assert agg.apply(it(1, [5.0, 5.0], 0)) == Outcome(REJECTED, "too-stale")
+    assert agg.apply(it(1, [5.0, 5.0], None)) == Outcome(REJECTED, "missing-iteration")
     assert agg.num_rejected == {"too-stale": 1, "missing-iteration": 1}

@@ -1,11 +1,22 @@
-"""Aggregation rules: one arriving client update in, a new global model out (ALGORITHMS.md).
+"""Aggregation rules: one arriving client update in, a new global model out (docs/algorithms.md).
 
-Every rule has the same interface: ``init(params)``, ``apply(ClientUpdate(...)) -> bool``,
-``params``, ``version``, ``forget(node_id)``, ``state_dict()`` and ``load_state_dict()``.
+Every rule has the same interface (docs/algorithms.md, The aggregator interface):
+``init(params)``, ``apply(ClientUpdate(...)) -> Outcome``, ``params``, ``version``,
+``forget(node_id)``, ``state_dict()`` and ``load_state_dict()``, and the barrier contract
+``held``, ``joins_step(base_version, iteration)`` and ``flush()`` for rules that wait for a set
+of updates (SSGD, OD-SGD).
 """
 
 from fl_async.aggregators.asgd import ASGD
-from fl_async.aggregators.base import Aggregator, ClientUpdate
+from fl_async.aggregators.base import (
+    APPLIED,
+    HELD,
+    REJECTED,
+    STEPPED,
+    Aggregator,
+    Outcome,
+    Status,
+)
 from fl_async.aggregators.dcasgd import DCASGD
 from fl_async.aggregators.fedasync import FedAsync
 from fl_async.aggregators.fedbuff import FedBuff
@@ -14,6 +25,7 @@ from fl_async.aggregators.odsgd import ODSGD
 from fl_async.aggregators.ssgd import SSGD
 from fl_async.aggregators.staleness import Constant, Hinge, Polynomial, StalenessFn
 from fl_async.aggregators.trend_smooth import TrendSmooth
+from fl_async.aggregators.updates import ClientUpdate
 
 AGGREGATORS: dict[str, type[Aggregator]] = {
     cls.name.lower(): cls
@@ -23,18 +35,24 @@ AGGREGATORS: dict[str, type[Aggregator]] = {
 
 __all__ = [
     "AGGREGATORS",
+    "APPLIED",
     "ASGD",
     "DCASGD",
     "GSGM",
+    "HELD",
     "ODSGD",
+    "REJECTED",
     "SSGD",
+    "STEPPED",
     "Aggregator",
     "ClientUpdate",
     "Constant",
     "FedAsync",
     "FedBuff",
     "Hinge",
+    "Outcome",
     "Polynomial",
     "StalenessFn",
+    "Status",
     "TrendSmooth",
 ]

@@ -1,19 +1,14 @@
-"""ASGD: asynchronous SGD (ALGORITHMS.md, "ASGD")."""
+"""ASGD: asynchronous SGD (docs/algorithms.md, ASGD)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fl_async.aggregators.base import (
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    check_non_negative,
-    probe,
-    run_chunked,
-    subtract_scaled,
-)
+from fl_async.aggregators.base import APPLIED, MODEL, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, probe, subtract_scaled
 from fl_async.aggregators.staleness import StalenessFn
+from fl_async.aggregators.updates import ClientUpdate
+from fl_async.validation import check_number
 
 
 class ASGD(Aggregator):
@@ -29,7 +24,7 @@ class ASGD(Aggregator):
         max_staleness: int | None = None,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
-        self.lr = check_non_negative("lr", lr)
+        self.lr = check_number("lr", lr, minimum=0)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"lr": self.lr, **super().hyperparameters()}
@@ -39,14 +34,12 @@ class ASGD(Aggregator):
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
+    ) -> Status:
         scale = self.lr * weight
 
         def kernel(out, w, d) -> float:
             subtract_scaled(out, w, scale, d)  # w - lr * s(tau) * delta
             return probe(out)
 
-        total = run_chunked(kernel, self._next, self._floats(), delta)
-        self._require_finite(total, [self._next], delta, base)
-        self._swap_next()
-        return True
+        self._advance(kernel, [MODEL], [delta], delta=delta, base=base)
+        return APPLIED

@@ -1,26 +1,50 @@
-"""DC-ASGD: delay-compensated ASGD (Zheng et al. 2017; ALGORITHMS.md, "DC-ASGD")."""
+"""DC-ASGD: delay-compensated ASGD (Zheng et al. 2017; docs/algorithms.md, DC-ASGD)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from fl_async.aggregators.base import (
-    IN_PLACE_LIMIT,
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    Rejected,
-    check_fraction,
-    check_non_negative,
-    max_abs,
-    probe,
-    run_chunked,
-    squared_norm,
-)
+from fl_async.aggregators.base import APPLIED, MODEL, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, max_abs, probe, within_limit
 from fl_async.aggregators.staleness import StalenessFn
+from fl_async.aggregators.updates import ClientUpdate, norm_bound
+from fl_async.validation import InvalidArgument, check_number
+
+
+def dcasgd_reference(
+    state: dict[str, Arrays],
+    delta: Arrays,
+    base: Arrays,
+    weight: float,
+    *,
+    lr: float,
+    lam: float,
+    adaptive: bool = False,
+    lam0: float = 2.0,
+    ms_decay: float = 0.95,
+) -> dict[str, Arrays]:
+    """One DC-ASGD update as docs/algorithms.md (DC-ASGD) writes it: the readable rule that
+    ``DCASGD``'s fast kernel is tested against, bit for bit (same float32 operations in the same
+    order). ``state`` holds ``w`` (and ``M`` when ``adaptive``), lists of float32 arrays; the
+    new state is returned."""
+    new: dict[str, Arrays] = {}
+    if adaptive:  # M <- m M + (1 - m) delta^2; lam_t = lam0 / sqrt(M + 1e-7)
+        new["M"] = [
+            ms_decay * m + (1 - ms_decay) * (d * d) for m, d in zip(state["M"], delta, strict=True)
+        ]
+        lams = [lam0 / np.sqrt(m + 1e-7) for m in new["M"]]
+    else:
+        lams = [lam] * len(delta)
+    # w <- w - lr s(tau) (delta + lam delta delta (w - w_b)), the product taken from the right
+    new["w"] = [
+        w - lr * weight * (d + (w - b) * d * d * lam_k)
+        for w, b, d, lam_k in zip(state["w"], base, delta, lams, strict=True)
+    ]
+    return new
 
 
 class DCASGD(Aggregator):
@@ -32,6 +56,7 @@ class DCASGD(Aggregator):
     ``lam`` acts on the pseudo-gradient, which is about (local lr x local steps) times a
     gradient: the paper's ``lambda_grad`` corresponds to ``lam = lambda_grad / (local lr x local
     steps)``. The adaptive variant is scale-consistent and needs no such conversion.
+    ``dcasgd_reference`` states the same rule without the fast machinery.
     """
 
     name = "DCASGD"
@@ -49,13 +74,13 @@ class DCASGD(Aggregator):
         max_staleness: int | None = None,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
-        self.lr = check_non_negative("lr", lr)
-        self.lam = check_non_negative("lam", lam)
+        self.lr = check_number("lr", lr, minimum=0)
+        self.lam = check_number("lam", lam, minimum=0)
         if not isinstance(adaptive, bool):
-            raise ValueError(f"adaptive must be True or False, got {adaptive!r}")
+            raise InvalidArgument(f"adaptive must be True or False, got {adaptive!r}")
         self.adaptive = adaptive
-        self.lam0 = check_non_negative("lam0", lam0)
-        self.ms_decay = check_fraction("ms_decay", ms_decay, low=0.0, high=1.0, high_open=True)
+        self.lam0 = check_number("lam0", lam0, minimum=0)
+        self.ms_decay = check_number("ms_decay", ms_decay, minimum=0, maximum=1, max_open=True)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
@@ -68,42 +93,32 @@ class DCASGD(Aggregator):
         }
 
     def _init_state(self) -> None:
-        self._mean_square = self._zeros() if self.adaptive else None
+        if self.adaptive:
+            self._acc["M"] = self._zeros()
         self._measure_bounds()
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
-        # ||delta||^2 and ||w_b||^2: they bound the step, and reject NaN/Inf in either.
-        size = squared_norm(delta)
-        base_size = squared_norm(base)
-        if not (math.isfinite(size) and math.isfinite(base_size)):
-            raise Rejected("non-finite")
-        if self._fits(math.sqrt(size), math.sqrt(base_size), weight):
-            # The step provably stays finite: update w (and M) in place, in one pass.
-            ms = [] if self._mean_square is None else [self._mean_square] * 2
-            kernel = self._kernel(weight, probes=False)
-            run_chunked(kernel, self._floats(), self._floats(), base, delta, *ms, scratch=2)
-            return True
-        # Too close to overflow to prove it finite: compute into scratch, check, then swap.
-        (new_ms,) = self._scratch(1)
-        ms = [] if self._mean_square is None else [new_ms, self._mean_square]
-        kernel = self._kernel(weight, probes=True)
-        total = run_chunked(kernel, self._next, self._floats(), base, delta, *ms, scratch=2)
-        self._require_finite(total, [self._next, new_ms if ms else []], delta, base)
-        if self._mean_square is not None:
-            self._mean_square, self._pool[0] = new_ms, self._mean_square
-        self._swap_next()
-        self._measure_bounds()
-        return True
+    ) -> Status:
+        # ||delta|| and ||w_b|| bound the step, and reject NaN/Inf in either.
+        g, b = norm_bound(delta), norm_bound(base)
+        in_place = g is not None and b is not None and self._fits(g, b, weight)
+        names = (MODEL, "M") if self.adaptive else (MODEL,)
+        kernel = self._kernel(weight, probes=not in_place)
+        self._advance(
+            kernel, names, [base, delta], in_place=in_place, delta=delta, base=base, scratch=2
+        )
+        if not in_place:
+            self._measure_bounds()
+        return APPLIED
 
-    def _kernel(self, weight: float, *, probes: bool):
-        """The rule on one chunk. Outputs may be the inputs themselves (in place): every input
-        value is read before its output is written."""
+    def _kernel(self, weight: float, *, probes: bool) -> Callable[..., float]:
+        """The rule on one chunk, with or without probes. Outputs may be the inputs themselves
+        (in place): every input value is read before its output is written."""
         scale = self.lr * weight
 
-        def kernel(out, w, b, d, *rest) -> float:
-            *ms, c, tmp = rest
+        def kernel(out, w, *rest) -> float:
+            *ms, b, d, c, tmp = rest
             total = 0.0
             np.subtract(w, b, out=c)  # w - w_b
             np.multiply(c, d, out=c)
@@ -133,33 +148,33 @@ class DCASGD(Aggregator):
         return kernel
 
     def _fits(self, g: float, b: float, weight: float) -> bool:
-        """Whether the step provably keeps w (and M) below ``IN_PLACE_LIMIT``; if so, record the new
-        bounds (``g`` bounds ``|delta|``, ``b`` bounds ``|w_b|``)."""
+        """Whether the step provably keeps w (and M) below ``IN_PLACE_LIMIT``; if so, record the
+        new bounds (``g`` bounds ``|delta|``, ``b`` bounds ``|w_b|``)."""
         new = dict(self._bounds)
-        if self._mean_square is None:
-            lam = self.lam
-        else:
+        if self.adaptive:
             new["M"] = self.ms_decay * new["M"] + (1.0 - self.ms_decay) * g * g
             lam = self.lam0 / math.sqrt(1e-7)  # M >= 0
+        else:
+            lam = self.lam
         compensated = g + lam * g * g * (new["w"] + b)
         new["w"] += self.lr * weight * compensated
-        if max(new.values()) >= IN_PLACE_LIMIT:
+        if not within_limit(new):
             return False
         self._bounds = new
         return True
 
     def _measure_bounds(self) -> None:
         """Exact maxima of |w| and |M|: where the running bounds start."""
-
-        self._bounds = {"w": max_abs(self._floats()), "M": max_abs(self._mean_square)}
+        self._bounds = {"w": max_abs(self._floats()), "M": max_abs(self._acc.get("M"))}
 
     def _rule_state(self) -> dict[str, Any]:
-        ms = self._mean_square
+        ms = self._acc.get("M")
         return {"mean_square": None if ms is None else self._copy_arrays(ms)}
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
         ms = state["mean_square"]
         if (ms is None) == self.adaptive:
             raise ValueError(f"state_dict does not match adaptive={self.adaptive}")
-        self._mean_square = None if ms is None else self._copy_arrays(ms)
+        if ms is not None:
+            self._acc["M"] = self._copy_arrays(ms)
         self._measure_bounds()

@@ -1,4 +1,4 @@
-"""FedAsync (Xie, Koyejo, Gupta 2019; ALGORITHMS.md, "FedAsync")."""
+"""FedAsync (Xie, Koyejo, Gupta 2019; docs/algorithms.md, FedAsync)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from fl_async.aggregators.base import (
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    check_fraction,
-    probe,
-    run_chunked,
-)
+from fl_async.aggregators.base import APPLIED, MODEL, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, probe
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
+from fl_async.aggregators.updates import ClientUpdate
+from fl_async.validation import check_number
 
 
 class FedAsync(Aggregator):
@@ -36,9 +32,7 @@ class FedAsync(Aggregator):
         max_staleness: int | None = None,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
-        if alpha == 0:
-            raise ValueError("alpha must be in (0, 1], got 0")
-        self.alpha = check_fraction("alpha", alpha, low=0.0, high=1.0, high_open=False)
+        self.alpha = check_number("alpha", alpha, minimum=0, maximum=1, min_open=True)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"alpha": self.alpha, **super().hyperparameters()}
@@ -48,7 +42,7 @@ class FedAsync(Aggregator):
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
+    ) -> Status:
         a = self.alpha * weight
 
         def kernel(out, w, b, d, t) -> float:
@@ -56,9 +50,7 @@ class FedAsync(Aggregator):
             np.multiply(out, a, out=out)
             np.multiply(w, 1.0 - a, out=t)
             np.add(t, out, out=out)  # (1 - a) * w + a * w_k
-            return probe(out)
+            return probe(out)  # NaN/Inf in the base reaches w too
 
-        total = run_chunked(kernel, self._next, self._floats(), base, delta, scratch=1)
-        self._require_finite(total, [self._next], delta, base)
-        self._swap_next()
-        return True
+        self._advance(kernel, [MODEL], [base, delta], delta=delta, base=base, scratch=1)
+        return APPLIED

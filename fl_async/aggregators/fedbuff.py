@@ -1,4 +1,4 @@
-"""FedBuff: buffered asynchronous aggregation (Nguyen et al. 2022; ALGORITHMS.md, "FedBuff")."""
+"""FedBuff: buffered asynchronous aggregation (Nguyen et al. 2022; docs/algorithms.md, FedBuff)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,18 @@ from typing import Any
 
 import numpy as np
 
-from fl_async.aggregators.base import (
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    check_count,
-    check_fraction,
-    check_non_negative,
-    probe,
-    run_chunked,
-    subtract_scaled,
-)
+from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, probe, subtract_scaled
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
+from fl_async.aggregators.updates import ClientUpdate
+from fl_async.validation import check_int, check_number
 
 
 class FedBuff(Aggregator):
     """Buffer ``B += s(tau) * delta``; every ``buffer_size`` updates step with ``B / K``.
 
     At a step: ``m <- beta * m + B / K``; ``w <- w - lr * m``; ``B <- 0`` (``beta = 0``: no
-    server momentum).
+    server momentum). The buffer steps by itself when full: it is not a barrier (``held`` is 0).
     """
 
     name = "FedBuff"
@@ -40,10 +33,10 @@ class FedBuff(Aggregator):
         max_staleness: int | None = None,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
-        self.buffer_size = check_count("buffer_size", buffer_size, minimum=1)
-        self.lr = check_non_negative("lr", lr)
-        self.server_momentum = check_fraction(
-            "server_momentum", server_momentum, low=0.0, high=1.0, high_open=True
+        self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
+        self.lr = check_number("lr", lr, minimum=0)
+        self.server_momentum = check_number(
+            "server_momentum", server_momentum, minimum=0, maximum=1, max_open=True
         )
 
     @property
@@ -60,28 +53,37 @@ class FedBuff(Aggregator):
         }
 
     def _init_state(self) -> None:
-        self._buffer = self._zeros()
-        self._momentum = self._zeros() if self.server_momentum > 0 else None
+        self._acc["B"] = self._zeros()
+        if self.server_momentum > 0:
+            self._acc["m"] = self._zeros()
         self._count = 0
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
-        new_buffer, new_momentum = self._scratch(2)
+    ) -> Status:
         if self._count + 1 < self.buffer_size:
-
-            def add(nb, b, d) -> float:
-                np.multiply(d, weight, out=nb)
-                np.add(b, nb, out=nb)  # B + s(tau) * delta
-                return probe(nb)
-
-            total = run_chunked(add, new_buffer, self._buffer, delta)
-            self._require_finite(total, [new_buffer], delta, base)
-            self._buffer, self._pool[0] = new_buffer, self._buffer
+            self._add(delta, base, weight)
             self._count += 1
-            return False
+            return HELD
+        self._add_and_step(delta, base, weight)
+        self._count = 0
+        return STEPPED
 
-        def add_and_step(nb, b, d, out, w, *mom) -> float:
+    def _add(self, delta: Arrays, base: Arrays | None, weight: float) -> None:
+        """``B <- B + s(tau) * delta``."""
+
+        def add(nb, b, d) -> float:
+            np.multiply(d, weight, out=nb)
+            np.add(b, nb, out=nb)  # B + s(tau) * delta
+            return probe(nb)
+
+        self._advance(add, ["B"], [delta], delta=delta, base=base)
+
+    def _add_and_step(self, delta: Arrays, base: Arrays | None, weight: float) -> None:
+        """Add the last update, step with ``B / K``, then empty the buffer."""
+
+        def add_and_step(nb, b, out, w, *rest) -> float:
+            *mom, d = rest
             np.multiply(d, weight, out=nb)
             np.add(b, nb, out=nb)
             np.divide(nb, self.buffer_size, out=nb)  # B / K
@@ -93,31 +95,25 @@ class FedBuff(Aggregator):
             subtract_scaled(out, w, self.lr, step)  # w - lr * m
             return probe(out)  # B and m reach w through finite factors
 
-        momentum = [] if self._momentum is None else [new_momentum, self._momentum]
-        lists = [new_buffer, self._buffer, delta, self._next, self._floats(), *momentum]
-        total = run_chunked(add_and_step, *lists)
-        self._require_finite(total, [self._next, new_buffer], delta, base)
-        if self._momentum is not None:
-            self._momentum, self._pool[1] = new_momentum, self._momentum
-        for b in self._buffer:
+        names = ["B", MODEL, *(["m"] if "m" in self._acc else [])]
+        self._advance(add_and_step, names, [delta], delta=delta, base=base)
+        for b in self._acc["B"]:  # B / K was published as B: the buffer starts empty
             b.fill(0.0)
-        self._count = 0
-        self._swap_next()
-        return True
 
     def _rule_state(self) -> dict[str, Any]:
+        momentum = self._acc.get("m")
         return {
-            "buffer": self._copy_arrays(self._buffer),
-            "momentum": None if self._momentum is None else self._copy_arrays(self._momentum),
+            "buffer": self._copy_arrays(self._acc["B"]),
+            "momentum": None if momentum is None else self._copy_arrays(momentum),
             "count": self._count,
         }
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
-        self._buffer = self._copy_arrays(state["buffer"])
-        momentum = state["momentum"]
-        self._momentum = None if momentum is None else self._copy_arrays(momentum)
-        if (self._momentum is None) != (self.server_momentum == 0):
+        self._acc["B"] = self._copy_arrays(state["buffer"])
+        if (state["momentum"] is None) != (self.server_momentum == 0):
             raise ValueError(
                 f"state_dict server momentum does not match server_momentum={self.server_momentum}"
             )
+        if state["momentum"] is not None:
+            self._acc["m"] = self._copy_arrays(state["momentum"])
         self._count = int(state["count"])

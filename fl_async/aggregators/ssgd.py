@@ -1,102 +1,84 @@
-"""SSGD: the synchronous baseline, FedAvg with a server learning rate (ALGORITHMS.md, "SSGD")."""
+"""SSGD: the synchronous baseline, FedAvg with a server learning rate (docs/algorithms.md, SSGD)."""
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 import numpy as np
 
-from fl_async.aggregators.base import (
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    Rejected,
-    all_finite,
-    check_count,
-    check_non_negative,
-    probe,
-    run_chunked,
-    subtract_scaled,
-)
+from fl_async.aggregators.base import HELD, MODEL, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.updates import ClientUpdate, Rejected
+from fl_async.validation import check_number
+
+logger = logging.getLogger(__name__)
+
+Held = dict[int, tuple[int, Arrays]]
+"""Held updates: node id -> (num_examples, a copy of its delta)."""
 
 
 class SSGD(Aggregator):
-    """Step once ``num_nodes`` updates are held: ``w <- w - lr * sum(n_k d_k) / sum(n_k)``.
+    """A barrier: hold updates, and on ``flush()`` step ``w <- w - lr * sum(n_k d_k) / sum(n_k)``.
 
-    With ``lr = 1`` this is FedAvg. Held updates are summed in node-id order, not arrival
-    order, so a seeded run is bit-reproducible. Updates with staleness > 0 are rejected (FedAvg
-    drops late replies); so is a second update from a node in the same step. When every
-    ``n_k`` is 0 the updates are weighted equally. ``num_nodes=None`` steps only on ``flush()``.
+    With ``lr = 1`` this is FedAvg. The event loop flushes once no update for the step is owed
+    (``joins_step``: a task dispatched at the current version). Held updates are summed in
+    node-id order, not arrival order, so a seeded run is bit-reproducible. Updates with
+    staleness > 0 are rejected (FedAvg drops late replies); so is a second update from a node
+    in the same step. When every ``n_k`` is 0 the updates are weighted equally.
     """
 
     name = "SSGD"
 
-    def __init__(self, *, lr: float = 1.0, num_nodes: int | None = None) -> None:
+    def __init__(self, *, lr: float = 1.0) -> None:
         super().__init__(staleness=None, max_staleness=None)
-        self.lr = check_non_negative("lr", lr)
-        self.num_nodes = num_nodes
-
-    @property
-    def num_nodes(self) -> int | None:
-        """How many updates make a step (set by the strategy for each step)."""
-        return self._num_nodes
-
-    @num_nodes.setter
-    def num_nodes(self, value: int | None) -> None:
-        self._num_nodes = check_count("num_nodes", value, minimum=1, allow_none=True)
+        self.lr = check_number("lr", lr, minimum=0)
 
     @property
     def held(self) -> int:
-        """Updates held for the next step."""
+        """Updates held for the step now being filled."""
         return len(self._held)
 
+    def joins_step(self, base_version: int, iteration: int) -> bool:
+        """A task joins the step being filled if it started from the current version."""
+        return base_version == self._version
+
     def hyperparameters(self) -> dict[str, Any]:
-        return {"lr": self.lr, "num_nodes": self._num_nodes}
+        return {"lr": self.lr}
 
     def flush(self) -> bool:
-        """Step with the updates held now (a selected node failed); return whether it stepped.
+        """Step with the updates held now; return whether a step was taken (False: none held).
 
-        If that step would overflow, the held updates are dropped and counted as ``overflow``.
+        A step that would overflow is still taken, with the model unchanged (the version counts
+        server steps), and every held update is rejected as ``overflow``.
         """
         if not self._held:
             return False
-        if not self._aggregate(extra=None):
-            for _ in self._held:
-                self.num_rejected["overflow"] = self.num_rejected.get("overflow", 0) + 1
-            self._release_all()
-            self._pending = {}
-            return False
-        self._commit()
+        if self._aggregate():
+            self._swap(MODEL)
+        else:
+            self._drop_held("overflow")
+        self._release_all()
         self._finish_step()
         return True
 
     def _init_state(self) -> None:
-        self._held: dict[int, tuple[int, Arrays]] = {}  # node id -> (num_examples, delta copy)
-        self._free: list[Arrays] = []
+        self._held: Held = {}
+        self._free: list[Arrays] = []  # slots of released updates, reused
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
+    ) -> Status:
         if update.staleness > 0:
             raise Rejected("too-stale")
-        return self._barrier_step(update, delta, base)
+        self._hold(self._held, update, delta, base)
+        return HELD
 
-    def _barrier_step(self, update: ClientUpdate, delta: Arrays, base: Arrays | None) -> bool:
-        """Hold the update, or step if it completes the barrier."""
-        if update.node_id in self._held:
+    def _hold(self, bucket: Held, update: ClientUpdate, delta: Arrays, base: Arrays | None) -> None:
+        """Put a checked copy of the update's delta, in a reused slot, into ``bucket``."""
+        if update.node_id in bucket:
             raise Rejected("duplicate")
-        if self._num_nodes is None or len(self._held) + 1 < self._num_nodes:
-            self._held[update.node_id] = self._hold(update, delta, base)
-            return False
-        entry = (int(update.num_examples), delta)
-        if not self._aggregate(extra=(update.node_id, entry)):
-            self._require_finite(float("nan"), [self._next], delta, base)
-        self._commit()
-        return True
-
-    def _hold(self, update: ClientUpdate, delta: Arrays, base: Arrays | None) -> tuple[int, Arrays]:
-        """A checked copy of the update's delta in a reused slot, with its example count."""
         slot = self._free.pop() if self._free else self._zeros()
 
         def kernel(s, d) -> float:
@@ -104,22 +86,17 @@ class SSGD(Aggregator):
             return probe(s)
 
         total = run_chunked(kernel, slot, delta)
-        try:
-            self._require_finite(total, [slot], delta, base)
-        except Rejected:
+        if not (math.isfinite(total) or all_finite(slot)):
             self._free.append(slot)
-            raise
-        return int(update.num_examples), slot
+            raise Rejected(self._blame(delta, base))
+        bucket[update.node_id] = (int(update.num_examples), slot)
 
-    def _aggregate(self, extra: tuple[int, tuple[int, Arrays]] | None) -> bool:
-        """Write the step's new model into ``self._next``; return whether it is finite."""
-        entries = dict(self._held)
-        if extra is not None:
-            entries[extra[0]] = extra[1]
-        order = sorted(entries)
-        examples = sum(entries[k][0] for k in order)
-        shares = [entries[k][0] / examples if examples > 0 else 1.0 / len(order) for k in order]
-        deltas = [entries[k][1] for k in order]
+    def _aggregate(self) -> bool:
+        """Write the step's new model into the model's twin; return whether it is finite."""
+        order = sorted(self._held)
+        examples = sum(self._held[k][0] for k in order)
+        shares = [self._held[k][0] / examples if examples > 0 else 1.0 / len(order) for k in order]
+        deltas = [self._held[k][1] for k in order]
 
         def kernel(out, w, *rest) -> float:
             *ds, a = rest
@@ -130,24 +107,31 @@ class SSGD(Aggregator):
             subtract_scaled(out, w, self.lr, a)
             return probe(out)
 
-        total = run_chunked(kernel, self._next, self._floats(), *deltas, scratch=1)
-        return math.isfinite(total) or all_finite(self._next)
+        (new,) = self._twins(MODEL)
+        total = run_chunked(kernel, new, self._floats(), *deltas, scratch=1)
+        return self._twins_finite(total, MODEL)
 
-    def _commit(self) -> None:
-        self._release_all()
-        self._swap_next()
+    def _drop_held(self, reason: str) -> None:
+        """Reject every held update (counted and logged); their other arrays go with them."""
+        nodes = sorted(self._held)
+        self.num_rejected[reason] = self.num_rejected.get(reason, 0) + len(nodes)
+        self._pending = {}
+        logger.warning(
+            "%s took step %d with the model unchanged: the updates of nodes %s were rejected: %s",
+            self.name,
+            self._version + 1,
+            nodes,
+            reason,
+        )
 
     def _release_all(self) -> None:
         self._free.extend(slot for _, slot in self._held.values())
         self._held = {}
 
     def _rule_state(self) -> dict[str, Any]:
-        return {
-            "held": {k: (n, self._copy_arrays(d)) for k, (n, d) in self._held.items()},
-            "num_nodes": self._num_nodes,
-        }
+        return {"held": {k: (n, self._copy_arrays(d)) for k, (n, d) in self._held.items()}}
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
+        # A state saved when SSGD still had ``num_nodes`` carries that key: it is ignored.
         self._held = {k: (int(n), self._copy_arrays(d)) for k, (n, d) in state["held"].items()}
         self._free = []
-        self.num_nodes = state["num_nodes"]

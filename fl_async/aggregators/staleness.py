@@ -1,21 +1,14 @@
-"""Staleness weights ``s(tau)`` shared by every rule (ALGORITHMS.md, "Staleness weights")."""
+"""Staleness weights ``s(tau)`` shared by every rule (docs/algorithms.md, Staleness weights)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
+
 StalenessFn = Callable[[int], float]
 """Any callable mapping staleness ``tau`` (server steps, >= 0) to a weight >= 0."""
-
-
-def _check_non_negative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -33,7 +26,7 @@ class Polynomial:
     a: float = 0.5
 
     def __post_init__(self) -> None:
-        _check_non_negative("Polynomial a", self.a)
+        check_number("Polynomial a", self.a, minimum=0)
 
     def __call__(self, tau: int) -> float:
         return float((1.0 + tau) ** -self.a)
@@ -47,9 +40,8 @@ class Hinge:
     b: int = 4
 
     def __post_init__(self) -> None:
-        _check_non_negative("Hinge a", self.a)
-        if isinstance(self.b, bool) or not isinstance(self.b, int) or self.b < 0:
-            raise ValueError(f"Hinge b must be an integer >= 0, got {self.b!r}")
+        check_number("Hinge a", self.a, minimum=0)
+        check_int("Hinge b", self.b, minimum=0)
 
     def __call__(self, tau: int) -> float:
         if tau <= self.b:
@@ -69,15 +61,9 @@ def resolve_staleness(staleness: StalenessFn | str | None, default: StalenessFn)
     if staleness is None:
         return default
     if isinstance(staleness, str):
-        try:
-            return _BY_NAME[staleness]()
-        except KeyError:
-            raise ValueError(
-                f"unknown staleness weight {staleness!r}; allowed: {sorted(_BY_NAME)} "
-                "or any callable tau -> float"
-            ) from None
+        return _BY_NAME[check_choice("staleness", staleness, _BY_NAME)]()
     if not callable(staleness):
-        raise TypeError(
+        raise InvalidArgument(
             f"staleness must be a callable tau -> float or one of {sorted(_BY_NAME)}, "
             f"got {staleness!r}"
         )

@@ -1,32 +1,82 @@
 """Trend-Smooth (Cui, Guo, Fan, Lan, Cheng, IEEE Access 7:156848, 2019; a reconstruction).
 
 The paper shrinks the learning rate of the coordinates whose step opposes the parameter trend;
-ALGORITHMS.md ("Trend-Smooth") fixes this reconstruction of the rule.
+docs/algorithms.md (Trend-Smooth) fixes this reconstruction of the rule.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from fl_async.aggregators.base import (
-    IN_PLACE_LIMIT,
-    Aggregator,
-    Arrays,
-    ClientUpdate,
-    Rejected,
-    check_fraction,
-    check_non_negative,
-    max_abs,
-    probe,
-    run_chunked,
-    squared_norm,
-)
+from fl_async.aggregators.base import APPLIED, MODEL, Aggregator, Status
+from fl_async.aggregators.kernels import Arrays, max_abs, probe, within_limit
 from fl_async.aggregators.staleness import StalenessFn
+from fl_async.aggregators.updates import ClientUpdate, norm_bound
+from fl_async.validation import check_choice, check_number
 
 BASES = ("sgd", "momentum", "adam")
+STATE = {"sgd": (MODEL, "T"), "momentum": (MODEL, "T", "m"), "adam": (MODEL, "T", "m", "q")}
+"""The named state each base optimizer keeps, in the order the kernel takes it."""
+
+
+def trend_smooth_reference(
+    state: dict[str, Any],
+    delta: Arrays,
+    weight: float,
+    *,
+    lr: float,
+    base: str = "sgd",
+    beta: float = 0.9,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    trend_decay: float = 0.9,
+    shrink: float = 0.5,
+) -> dict[str, Any]:
+    """One Trend-Smooth update as docs/algorithms.md (Trend-Smooth) writes it: the readable rule
+    ``TrendSmooth``'s fast kernel is tested against. ``state`` holds ``w``, ``T`` (and ``m``,
+    ``q`` as the base needs; lists of float32 arrays) and ``t``; the new state is returned. Its
+    operation order is the equations', not the kernel's (which folds scale factors together), so
+    the two agree to float32 rounding."""
+    new: dict[str, Any] = {"t": state["t"] + 1}
+    g = [weight * d for d in delta]
+    if base == "sgd":
+        steps = [-lr * x for x in g]
+    elif base == "momentum":
+        new["m"] = [beta * m + x for m, x in zip(state["m"], g, strict=True)]
+        steps = [-lr * m for m in new["m"]]
+    else:
+        steps = _adam_step_reference(state, new, g, lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+    # d_i <- shrink d_i where d_i T_i < 0
+    steps = [np.where(d * T < 0, shrink * d, d) for d, T in zip(steps, state["T"], strict=True)]
+    new["w"] = [w + d for w, d in zip(state["w"], steps, strict=True)]
+    gamma = trend_decay
+    new["T"] = [gamma * T + (1 - gamma) * d for T, d in zip(state["T"], steps, strict=True)]
+    return new
+
+
+def _adam_step_reference(
+    state: dict[str, Any],
+    new: dict[str, Any],
+    g: Arrays,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+) -> Arrays:
+    """Adam's bias-corrected step ``d`` on gradient ``g``; its new moments go into ``new``."""
+    t = new["t"]
+    new["m"] = [beta1 * m + (1 - beta1) * x for m, x in zip(state["m"], g, strict=True)]
+    new["q"] = [beta2 * q + (1 - beta2) * x * x for q, x in zip(state["q"], g, strict=True)]
+    c1, c2 = 1 - beta1**t, 1 - beta2**t  # bias corrections
+    return [
+        -lr * (m / c1) / (np.sqrt(q / c2) + eps) for m, q in zip(new["m"], new["q"], strict=True)
+    ]
 
 
 class TrendSmooth(Aggregator):
@@ -35,6 +85,7 @@ class TrendSmooth(Aggregator):
     ``d_i <- shrink * d_i`` where ``d_i * T_i < 0``; ``w <- w + d``;
     ``T <- trend_decay * T + (1 - trend_decay) * d``. Bases: ``sgd`` (``d = -lr * g``),
     ``momentum`` (``m <- beta * m + g``; ``d = -lr * m``) and ``adam`` (bias-corrected).
+    ``trend_smooth_reference`` states the same rule without the fast machinery.
     """
 
     name = "TrendSmooth"
@@ -54,20 +105,14 @@ class TrendSmooth(Aggregator):
         max_staleness: int | None = None,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
-        if base not in BASES:
-            raise ValueError(f"base must be one of {list(BASES)}, got {base!r}")
-        self.base = base
-        self.lr = check_non_negative("lr", lr)
-        self.beta = check_fraction("beta", beta, low=0.0, high=1.0, high_open=True)
-        self.beta1 = check_fraction("beta1", beta1, low=0.0, high=1.0, high_open=True)
-        self.beta2 = check_fraction("beta2", beta2, low=0.0, high=1.0, high_open=True)
-        if check_non_negative("eps", eps) == 0:
-            raise ValueError("eps must be > 0, got 0")
-        self.eps = float(eps)
-        self.trend_decay = check_fraction(
-            "trend_decay", trend_decay, low=0.0, high=1.0, high_open=False
-        )
-        self.shrink = check_fraction("shrink", shrink, low=0.0, high=1.0, high_open=False)
+        self.base = check_choice("base", base, BASES)
+        self.lr = check_number("lr", lr, minimum=0)
+        self.beta = check_number("beta", beta, minimum=0, maximum=1, max_open=True)
+        self.beta1 = check_number("beta1", beta1, minimum=0, maximum=1, max_open=True)
+        self.beta2 = check_number("beta2", beta2, minimum=0, maximum=1, max_open=True)
+        self.eps = check_number("eps", eps, minimum=0, min_open=True)
+        self.trend_decay = check_number("trend_decay", trend_decay, minimum=0, maximum=1)
+        self.shrink = check_number("shrink", shrink, minimum=0, maximum=1)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
@@ -83,60 +128,39 @@ class TrendSmooth(Aggregator):
         }
 
     def _init_state(self) -> None:
-        self._trend = self._zeros()
-        self._m = self._zeros() if self.base != "sgd" else None
-        self._q = self._zeros() if self.base == "adam" else None
+        for name in STATE[self.base][1:]:
+            self._acc[name] = self._zeros()
         self._t = 0
         self._measure_bounds()
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
-    ) -> bool:
+    ) -> Status:
         t = self._t + 1
-        size = squared_norm(delta)  # ||delta||^2: bounds it, and checks it
-        if not math.isfinite(size):
-            raise Rejected("non-finite")
-        if self._fits(math.sqrt(size) * weight, t):
-            # The step provably stays finite: update every array in place, in one pass.
-            lists = [self._floats(), self._trend, self._floats(), self._trend, delta]
-            run_chunked(self._kernel(weight, t, probes=False), *lists, *self._moments(), scratch=4)
-            self._t = t
-            return True
-        # Too close to overflow to prove it finite: compute into scratch, check, then swap.
-        new_trend, new_m, new_q = self._scratch(3)
-        moments = self._moments(new_m, new_q)
-        lists = [self._next, new_trend, self._floats(), self._trend, delta]
-        total = run_chunked(self._kernel(weight, t, probes=True), *lists, *moments, scratch=4)
-        self._require_finite(total, [self._next, new_trend, *moments[::2]], delta, base)
-        self._trend, self._pool[0] = new_trend, self._trend
-        if self._m is not None:
-            self._m, self._pool[1] = new_m, self._m
-        if self._q is not None:
-            self._q, self._pool[2] = new_q, self._q
+        g = norm_bound(delta)  # bounds |delta|, and rejects NaN/Inf
+        in_place = g is not None and self._fits(g * weight, t)
+        kernel = self._kernel(weight, t, probes=not in_place)
+        self._advance(
+            kernel, STATE[self.base], [delta], in_place=in_place, delta=delta, base=base, scratch=4
+        )
         self._t = t
-        self._swap_next()
-        self._measure_bounds()
-        return True
+        if not in_place:
+            self._measure_bounds()
+        return APPLIED
 
-    def _moments(self, new_m: Arrays | None = None, new_q: Arrays | None = None) -> list[Arrays]:
-        """(new, old) pairs of the base optimizer's state; new is old when updating in place."""
-        m = [new_m if new_m is not None else self._m, self._m]
-        q = [new_q if new_q is not None else self._q, self._q]
-        return {"sgd": [], "momentum": m, "adam": m + q}[self.base]
+    def _kernel(self, weight: float, t: int, *, probes: bool) -> Callable[..., float]:
+        """The rule on one chunk, with or without probes. Outputs may be the inputs themselves
+        (in place): every input value is read before its output is written."""
 
-    def _kernel(self, weight: float, t: int, *, probes: bool):
-        """The rule on one chunk. Outputs may be the inputs themselves (in place): every input
-        value is read before its output is written."""
-
-        def kernel(out, nt, w, tr, d, *rest) -> float:
-            *moment, d_step, g, factor, tmp = rest
+        def kernel(out, w, nt, tr, *rest) -> float:
+            *moment, d, d_step, g, factor, tmp = rest
             if weight != 1.0:
                 np.multiply(d, weight, out=g)  # g = s(tau) * delta
                 d = g
-            x, scale = self._base_direction(d, d_step, moment, t, scratch=tmp)  # d = scale * x
-            # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Masked ufuncs (where=,
-            # putmask) are about 50x slower than multiplying by a factor of scale or
-            # scale * shrink, which also folds the base step's scale in.
+            x, scale = self._base_direction(d, d_step, moment, t, scratch=tmp)  # d = scale x
+            # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Multiplying by a
+            # factor of scale or scale * shrink is far faster than a masked ufunc (where=,
+            # putmask; benchmarks/PERFORMANCE.md), and folds the base step's scale in.
             np.multiply(x, tr, out=factor)
             np.greater(factor, 0.0, out=factor, casting="unsafe")  # 1.0 where opposed
             np.multiply(factor, scale * (self.shrink - 1.0), out=factor)
@@ -155,7 +179,7 @@ class TrendSmooth(Aggregator):
 
     def _fits(self, g: float, t: int) -> bool:
         """Whether a step with ``|s(tau) delta| <= g`` provably keeps every array below
-        ``IN_PLACE_LIMIT``; if so, take it and record the new bounds."""
+        ``IN_PLACE_LIMIT``; if so, record the new bounds."""
         b = self._bounds
         new = dict(b)
         if self.base == "sgd":
@@ -170,19 +194,19 @@ class TrendSmooth(Aggregator):
             step = self.lr * new["m"] / ((1.0 - self.beta1**t) * self.eps)
         new["w"] = b["w"] + step
         new["T"] = self.trend_decay * b["T"] + (1.0 - self.trend_decay) * step
-        if not all(value < IN_PLACE_LIMIT for value in new.values()):
+        if not within_limit(new):
             return False
         self._bounds = new
         return True
 
     def _measure_bounds(self) -> None:
         """Exact maxima of |w|, |T|, |m|, |q|: the start of the bounds ``_fits`` keeps."""
-
+        acc = self._acc
         self._bounds = {
             "w": max_abs(self._floats()),
-            "T": max_abs(self._trend),
-            "m": max_abs(self._m),
-            "q": max_abs(self._q),
+            "T": max_abs(acc["T"]),
+            "m": max_abs(acc.get("m")),
+            "q": max_abs(acc.get("q")),
         }
 
     def _base_direction(
@@ -216,20 +240,19 @@ class TrendSmooth(Aggregator):
         return out, -self.lr * root_c2 / (1.0 - self.beta1**t)
 
     def _rule_state(self) -> dict[str, Any]:
+        acc = self._acc
         return {
-            "trend": self._copy_arrays(self._trend),
-            "m": None if self._m is None else self._copy_arrays(self._m),
-            "q": None if self._q is None else self._copy_arrays(self._q),
+            "trend": self._copy_arrays(acc["T"]),
+            "m": self._copy_arrays(acc["m"]) if "m" in acc else None,
+            "q": self._copy_arrays(acc["q"]) if "q" in acc else None,
             "t": self._t,
         }
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
-        if (state["m"] is None) != (self.base == "sgd") or (state["q"] is None) != (
-            self.base != "adam"
-        ):
+        stored = {"T": state["trend"], "m": state["m"], "q": state["q"]}
+        if {k for k, v in stored.items() if v is not None} != set(STATE[self.base][1:]):
             raise ValueError(f"state_dict does not match base={self.base!r}")
-        self._trend = self._copy_arrays(state["trend"])
-        self._m = None if state["m"] is None else self._copy_arrays(state["m"])
-        self._q = None if state["q"] is None else self._copy_arrays(state["q"])
+        for name in STATE[self.base][1:]:
+            self._acc[name] = self._copy_arrays(stored[name])
         self._t = int(state["t"])
         self._measure_bounds()
