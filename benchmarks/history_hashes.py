@@ -4,7 +4,8 @@ Run by hand before and after a change that must not move a single result (a refa
 ``python benchmarks/history_hashes.py [--app DIR] [--out FILE]`` runs each preset once on the
 embedded MNIST with the virtual clock and a short budget (6 nodes, 12 updates, one local epoch;
 about 40 s a preset on 2 cores) and prints one SHA-256 per preset over everything the run
-recorded except wall times: every update record, every central evaluation (its accuracy and
+recorded except wall times and Flower's node ids (drawn at random for every simulated run; the
+seeded stable ids stay): every update record, every central evaluation (its accuracy and
 loss fix the final model), the final counts, faults and rejections. Two runs of the same code
 print the same hashes; a refactor that changes nothing prints them too.
 """
@@ -21,16 +22,17 @@ from pathlib import Path
 
 PRESETS = ["asgd", "asp", "dcasgd", "fedasync", "fedbuff", "gsgm", "odsgd", "ssgd", "trendsmooth"]
 RUN_CONFIG = "num-rounds=2 max-updates=12 local-epochs=1 eval-every=4 seed=0"
+UNSEEDED = ("wall-time", "node-id")
 KEPT = ("updates", "evaluations", "num-updates", "server-steps", "virtual-time", "stopped-by",
         "faults", "rejected", "final-accuracy", "final-loss")  # fmt: skip
 
 
 def fingerprint(history: dict) -> str:
-    """SHA-256 of the history's seeded content (wall times left out)."""
+    """SHA-256 of the history's seeded content (wall times and random node ids left out)."""
 
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "wall-time"}
+            return {k: strip(v) for k, v in value.items() if k not in UNSEEDED}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value

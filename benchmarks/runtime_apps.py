@@ -30,7 +30,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from fl_async import protocol
 from fl_async.protocol import to_record
-from fl_async.strategies import async_strategy
+from fl_async.strategies import async_strategy, replies
 from fl_async.strategies.async_strategy import AsyncStrategy
 
 client = ClientApp()
@@ -175,13 +175,13 @@ def strategy_state() -> dict[str, int]:
     """What the running fl_async strategy holds now: tasks, stashed replies, stored bases,
     GSGM's cached gradients (empty for other strategies or between runs)."""
     strategy = RUNNING[0] if RUNNING else None
-    if not isinstance(strategy, AsyncStrategy) or not hasattr(strategy, "_in_flight"):
+    if not isinstance(strategy, AsyncStrategy):
         return {}
     state = {
-        "in_flight": len(strategy._in_flight),
-        "stashed_replies": len(strategy._stash),
-        "stored_bases": len(strategy._bases),
-        "train_metric_records": len(strategy._result.train_metrics_clientapp),
+        "in_flight": len(strategy._book),
+        "stashed_replies": strategy._book.stashed_replies,
+        "stored_bases": strategy._book.stored_bases,
+        "train_metric_records": len(strategy._recorder.result.train_metrics_clientapp),
     }
     cached = getattr(strategy.aggregator, "num_cached", None)
     if cached is not None:
@@ -350,13 +350,13 @@ class Probe:
     """Times the parts of an ``AsyncStrategy``'s event loop (inclusive seconds per part).
 
     Instance methods are wrapped on the strategy object; ``protocol.train_message``,
-    ``protocol.read_train_reply``, ``async_strategy._difference`` and the ``time.sleep`` the
-    loop calls are wrapped on their modules, and put back by ``restore()``.
+    ``protocol.read_train_reply``, ``replies._difference`` and the ``time.sleep`` the loop
+    calls are wrapped on their modules, and put back by ``restore()``.
     """
 
     METHODS = (
         "_refresh_nodes", "_dispatch", "_dispatchable", "_make_task", "_track",
-        "_next_reply", "_wait_for", "_handle", "_after_step", "_flush_barrier", "_evaluate",
+        "_next_reply", "_wait_for", "_handle", "_after_step", "_settle_barrier", "_evaluate",
         "_wait_for_nodes",
     )  # fmt: skip
 
@@ -365,31 +365,32 @@ class Probe:
         self._saved: list[tuple[object, str, object]] = []
         for name in self.METHODS:
             setattr(strategy, name, watch.wrap(getattr(strategy, name), name))
-        original_ensure = strategy._ensure_run
+        original_begin = strategy._begin
 
-        def ensure_run(*args, **kwargs):  # start-up (waiting for nodes, identify): set apart
+        def begin(*args, **kwargs):  # start-up (waiting for nodes, identify): set apart
             watch.active = False
             start = time.perf_counter()
             try:
-                return original_ensure(*args, **kwargs)
+                return original_begin(*args, **kwargs)
             finally:
                 watch.active = True
                 watch.add("startup", time.perf_counter() - start)
 
-        strategy._ensure_run = ensure_run
-        for name in ("_wait_for_min_nodes", "_identify"):  # the start-up's two parts
-            setattr(strategy, name, self._always(getattr(strategy, name), f"startup:{name}"))
+        strategy._begin = begin
+        name = "_wait_for_min_nodes"  # the start-up's wait for (and identification of) nodes
+        setattr(strategy, name, self._always(getattr(strategy, name), f"startup:{name}"))
         self._patch(protocol, "train_message")
         self._patch(protocol, "read_train_reply")
         self._patch(protocol, "metric_record")
-        self._patch(async_strategy, "_difference")
+        self._patch(replies, "_difference")
         timed_sleep = watch.wrap(time.sleep, "sleep")
         shim = types.SimpleNamespace(
             **{k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
         )
         shim.sleep = timed_sleep
-        self._saved.append((async_strategy, "time", async_strategy.time))
-        async_strategy.time = shim
+        for module in (async_strategy, replies):
+            self._saved.append((module, "time", module.time))
+            module.time = shim
         self._strategy = strategy
 
     def _always(self, fn: Callable, name: str) -> Callable:

@@ -100,7 +100,8 @@ class QuadraticNode:
     """A node minimising ``||w - target||^2 / 2`` with plain SGD: deterministic, numpy only.
 
     It answers ``query`` with its partition id, trains ``local-steps`` steps of ``lr``, and can
-    misbehave: ``fail`` (error replies), ``nan``, ``wrong_shape``, ``silent`` (never replies),
+    misbehave: ``fail`` (error replies), ``nan``, ``wrong_shape``, ``no_arrays`` (a train reply
+    with metrics only), ``silent`` (never replies),
     ``no_query`` (a standard ClientApp without a query handler); or reply with its
     pseudo-gradient (``pseudo``). It answers ``evaluate`` with its loss.
     """
@@ -119,13 +120,17 @@ class QuadraticNode:
             return None
         if kind == "query":
             if self.mode == "no_query":
-                return Message(Error(code=0, reason="no query handler"), reply_to=message)
+                reason = "<class 'ValueError'>:<'No query function registered with name 'default''>"
+                return Message(Error(code=2, reason=reason), reply_to=message)
             metrics = MetricRecord(
                 {"partition-id": self.partition_id, "num-examples": self.num_examples}
             )
             return Message(RecordDict({"metrics": metrics}), reply_to=message)
         if self.mode == "fail":
             return Message(Error(code=0, reason="ClientApp raised"), reply_to=message)
+        if self.mode == "no_arrays" and kind == "train":  # metrics only, no model
+            metrics = MetricRecord({"num-examples": self.num_examples})
+            return Message(RecordDict({"metrics": metrics}), reply_to=message)
         if kind == "evaluate":
             w = message.content.array_records["arrays"].to_numpy_ndarrays()[0]
             loss = float(0.5 * np.sum((w - self.target) ** 2))

@@ -90,7 +90,7 @@ def test_ssp_bound_holds_over_random_histories(n, bound, script):
         else:
             fleet.fail(running[r % len(running)])
         # The cached minimum agrees with a direct computation, and the fleet never deadlocks.
-        assert fleet.policy.min_clock == active_min(fleet.policy)
+        assert fleet.policy._floor.min == active_min(fleet.policy)
         assert fleet.running
 
 
@@ -132,10 +132,10 @@ def test_leave_and_join():
     for _ in range(3):
         policy.finished(0, duration=1.0)
     policy.finished(1, duration=1.0)
-    assert [policy.clock(k) for k in range(3)] == [3, 1, 0] and policy.min_clock == 0
+    assert [policy.clock(k) for k in range(3)] == [3, 1, 0] and policy._floor.min == 0
 
     policy.leave(2)  # no longer counted: the minimum moves up
-    assert policy.active == {0, 1} and policy.min_clock == 1
+    assert policy.active == {0, 1} and policy._floor.min == 1
     assert policy.may_start(2, 0) and policy.started(2, 0) == 1  # a retry runs at the minimum
     policy.join(2)
     assert policy.clock(2) == 1  # rejoined at the active minimum
@@ -366,8 +366,8 @@ def test_load_state_dict_checks_name_and_hyperparameters():
         (lambda: SSP(1.5), "staleness_bound .*got 1.5"),
         (lambda: SSP(True), "staleness_bound .*got True"),
         (lambda: WhiteList(slack=-2), "slack must be an integer >= 0.*got -2"),
-        (lambda: ASP(p_min=0.0), r"p_min must be a finite number > 0, got 0.0"),
-        (lambda: ASP(p_min=1.5), r"p_min must be in \(0, 1\], got 1.5"),
+        (lambda: ASP(p_min=0.0), r"p_min must be a finite number in \(0, 1\], got 0.0"),
+        (lambda: ASP(p_min=1.5), r"p_min must be a finite number in \(0, 1\], got 1.5"),
         (lambda: ASP(period=0), "period must be an integer >= 1, got 0"),
         (lambda: ASP(staleness_bound=-3), "staleness_bound .*got -3"),
     ],

@@ -197,10 +197,28 @@ def test_standard_clientapps_without_query_handler_still_work():
     nodes = quadratic_fleet(3, seed=10, modes={0: "no_query", 1: "no_query", 2: "no_query"})
     for node in nodes.values():
         node.mode = "no_query"
-    result, _ = run(FedAsync(clock=VirtualClock(seed=0), min_nodes=3), nodes, num_rounds=2)
+    result, grid = run(FedAsync(clock=VirtualClock(seed=0), min_nodes=3), nodes, num_rounds=2)
     assert result.num_updates == 6 and result.faults == {}
     # without a partition-id, a node's own id keys its state
     assert {r["stable-id"] for r in result.train_metrics_clientapp.values()} <= set(nodes)
+    # one node was asked; its answer (Flower's "no query function") spared the others
+    assert sum(1 for _, kind in grid.log if kind == "query") == 1
+
+
+def test_an_app_without_query_handler_costs_one_query_and_one_line(caplog):
+    nodes = quadratic_fleet(4, seed=10, modes=dict.fromkeys(range(4), "no_query"))
+    with caplog.at_level("INFO", logger="flwr"):
+        run(ASGD(clock=VirtualClock(seed=0), min_nodes=4), nodes, num_rounds=1)
+    said = [r.getMessage() for r in caplog.records if "query" in r.getMessage()]
+    assert len(said) == 1 and "no query handler" in said[0]
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+def test_identify_nodes_false_sends_no_query():
+    nodes = quadratic_fleet(2, seed=10)
+    _, grid = run(ASGD(clock=VirtualClock(seed=0), min_nodes=2, identify_nodes=False), nodes,
+                  num_rounds=1)  # fmt: skip
+    assert not [kind for _, kind in grid.log if kind == "query"]
 
 
 def test_real_time_mode_applies_in_arrival_order():
@@ -236,21 +254,21 @@ def test_odsgd_compensates_and_runs_one_step_ahead():
     # a fast node ran one iteration ahead: its update arrived before its iteration's step
     assert any(r["iteration"] > r["server-step"] for r in records)
     assert all(r["staleness"] <= 1 for r in records)
-    assert strategy._previous  # the server kept each node's last pseudo-gradient
+    assert strategy.task_bases.state_dict()["previous"]  # each node's last pseudo-gradient
     assert strategy.local_lr == 1.0 / 4  # "auto": lr / N
     # every iteration's barrier waited for all its nodes: no update came too late
     assert result.rejected == {} and result.server_steps >= result.num_updates // 4 - 1
 
 
 def test_odsgd_compensated_base_subtracts_local_lr_times_the_previous_update():
-    strategy = ODSGD(lr=0.5, local_lr=0.2)
-    strategy.aggregator.init([np.full(3, 2.0, dtype=np.float32), np.array(7)])
-    strategy._previous[1] = [np.array([1.0, -1.0, 0.0], dtype=np.float32), np.array(0)]
-    base = strategy._task_base(1, iteration=1)  # version 0 lacks iteration 0's update
+    bases = ODSGD(lr=0.5, local_lr=0.2).task_bases
+    params = [np.full(3, 2.0, dtype=np.float32), np.array(7)]
+    bases.accepted(1, [np.array([1.0, -1.0, 0.0], dtype=np.float32), np.array(0)])
+    base = bases.base_for(1, 1, params, 0)  # version 0 lacks iteration 0's update
     np.testing.assert_allclose(base[0], [1.8, 2.2, 2.0])
     assert base[1] == 7  # integer arrays are sent as they are
-    assert strategy._task_base(1, iteration=0) is None  # the version holds it: no compensation
-    assert strategy._task_base(2, iteration=1) is None  # no previous update
+    assert bases.base_for(1, 0, params, 0) is None  # the version holds it: no compensation
+    assert bases.base_for(2, 1, params, 0) is None  # no previous update
 
 
 def test_asp_moves_a_persistently_slow_node_out_of_the_group():
@@ -323,7 +341,7 @@ def test_memory_budget_limits_tasks_in_flight():
     result, _ = run(strategy, nodes, num_rounds=2)
     assert result.num_updates == 8
     assert all(r["staleness"] == 0 for r in result.train_metrics_clientapp.values())
-    with pytest.raises(ValueError, match="memory_budget must be > 0 bytes, got 0"):
+    with pytest.raises(ValueError, match="memory_budget must be a finite number > 0, got 0"):
         ASGD(memory_budget=0)
 
 

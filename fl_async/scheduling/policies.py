@@ -1,4 +1,6 @@
-"""Dispatch policies: when an idle node may start its next task (ALGORITHMS.md, "SSP and ASP").
+"""Dispatch policies: when an idle node may start its next task.
+
+The rules are stated in docs/algorithms.md, Dispatch policies.
 
 Every policy keeps a clock ``c_k`` per node (its finished tasks: applied, buffered or rejected) and
 the active set. The event loop calls ``join`` / ``leave`` as nodes come and go, asks ``may_start``
@@ -12,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fl_async.scheduling._checks import check_int, check_number
+from fl_async.validation import check_int, check_number
 
 
 class _MinCounter:
@@ -97,7 +99,7 @@ class DispatchPolicy:
     def finished(self, node: int, *, duration: float) -> None:
         """``node``'s reply was handled: ``c_k += 1`` (an inactive node first rejoins)."""
         node = self._known(node)
-        duration = check_number("duration", duration)
+        duration = check_number("duration", duration, minimum=0)
         if node not in self._active:
             self._activate(node, self._entry_clock())
         self._set_clock(node, self._clock[node] + 1)
@@ -112,10 +114,10 @@ class DispatchPolicy:
         """The nodes counted as present: joined and not failed since their last success."""
         return frozenset(self._active)
 
-    @property
-    def min_clock(self) -> int | None:
-        """The smallest clock among the nodes the policy's bound counts (None when none)."""
-        return self._floor.min
+    def owes(self, version: int) -> bool:
+        """Whether an active node has yet to finish its task for ``version`` (``c_k <= version``):
+        a barrier's step at ``version`` may still get an update from it."""
+        return any(self._clock[k] <= version for k in self._active)
 
     def hyperparameters(self) -> dict[str, Any]:
         """The policy's parameters, for logs and checkpoints."""
@@ -198,19 +200,19 @@ class DispatchPolicy:
 
 
 def _check_bound(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return int(value)
+    """A policy's bound: an integer >= 0."""
+    return check_int(name, value, minimum=0)
 
 
 class Asynchronous(DispatchPolicy):
-    """Fully asynchronous (ALGORITHMS.md, "SSP and ASP"): a node may always start a task."""
+    """Fully asynchronous: a node may always start a task (docs/algorithms.md, Dispatch
+    policies)."""
 
     name = "Asynchronous"
 
 
 class SSP(DispatchPolicy):
-    """Stale synchronous parallel (Ho et al. 2013; ALGORITHMS.md, "SSP and ASP").
+    """Stale synchronous parallel (Ho et al. 2013; docs/algorithms.md, Dispatch policies).
 
     A node may start only while ``c_k - min_j c_j <= staleness_bound`` over the active nodes.
     """
@@ -230,7 +232,7 @@ class SSP(DispatchPolicy):
 
 
 class WhiteList(SSP):
-    """GSGM's white list (ALGORITHMS.md, "GSGM", part 1): SSP with ``staleness_bound = slack``.
+    """GSGM's white list (docs/algorithms.md, GSGM, part 1): SSP with ``staleness_bound = slack``.
 
     ``slack = 0`` lets every node contribute once per cycle.
     """
@@ -245,7 +247,7 @@ class WhiteList(SSP):
 
 
 class Barrier(SSP):
-    """A synchronous barrier, SSP with bound 0 (ALGORITHMS.md, "SSGD"): lock-step cycles."""
+    """A synchronous barrier, SSP with bound 0 (docs/algorithms.md, SSGD): lock-step cycles."""
 
     name = "Barrier"
 
@@ -257,7 +259,8 @@ class Barrier(SSP):
 
 
 class OneStepDelay(DispatchPolicy):
-    """OD-SGD's dispatch (ALGORITHMS.md, "OD-SGD"): iteration ``i = c_k`` needs version ``i - 1``.
+    """OD-SGD's dispatch: iteration ``i = c_k`` needs version ``i - 1`` (docs/algorithms.md,
+    OD-SGD).
 
     A node is held back only by the stragglers of the iteration before its latest one. The
     first ``warmup_steps`` iterations run as a barrier (plain SSGD): iteration ``i`` needs ``i``.
@@ -279,7 +282,7 @@ class OneStepDelay(DispatchPolicy):
 
 
 class ASP(DispatchPolicy):
-    """Adaptive synchronous parallel (Zhang et al. 2018; ALGORITHMS.md, "SSP and ASP").
+    """Adaptive synchronous parallel (Zhang et al. 2018; docs/algorithms.md, Dispatch policies).
 
     A reconstruction. Each node's task duration is an EMA ``d_k <- 0.7 d_k + 0.3 x`` (the first
     ``x`` sets it); its relative speed is ``p_k = median_j d_j / d_k``, the median over the active
@@ -299,10 +302,7 @@ class ASP(DispatchPolicy):
     ) -> None:
         super().__init__()
         self.staleness_bound = _check_bound("staleness_bound", staleness_bound)
-        p_min = check_number("p_min", p_min, strict=True)
-        if p_min > 1.0:
-            raise ValueError(f"p_min must be in (0, 1], got {p_min!r}")
-        self.p_min = p_min
+        self.p_min = check_number("p_min", p_min, minimum=0, maximum=1, min_open=True)
         self.period = None if period is None else check_int("period", period, minimum=1)
         self._duration: dict[int, float] = {}
         self._asynchronous: set[int] = set()

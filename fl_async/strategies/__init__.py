@@ -4,7 +4,8 @@ Swap one line of an existing ServerApp: ``FedAvg(...)`` becomes ``GSGM(...)``; t
 which returns trained weights and ``num-examples`` as usual, needs no change.
 """
 
-from fl_async.strategies.async_strategy import AsyncResult, AsyncStrategy
+from fl_async.strategies.async_strategy import AsyncStrategy
+from fl_async.strategies.compensation import DelayCompensation, TaskBases
 from fl_async.strategies.presets import (
     ASGD,
     ASP,
@@ -16,6 +17,7 @@ from fl_async.strategies.presets import (
     FedBuff,
     TrendSmooth,
 )
+from fl_async.strategies.result import COMPLETED_STOPS, FAILED_STOPS, AsyncResult
 
 PRESETS: dict[str, type[AsyncStrategy]] = {
     cls.__name__.lower(): cls
@@ -24,6 +26,8 @@ PRESETS: dict[str, type[AsyncStrategy]] = {
 """Every preset by lower-case name (``"gsgm"``, ``"fedbuff"``, ...)."""
 
 __all__ = [
+    "COMPLETED_STOPS",
+    "FAILED_STOPS",
     "ASGD",
     "ASP",
     "DCASGD",
@@ -33,6 +37,8 @@ __all__ = [
     "SSGD",
     "AsyncResult",
     "AsyncStrategy",
+    "DelayCompensation",
+    "TaskBases",
     "FedAsync",
     "FedBuff",
     "TrendSmooth",

@@ -1,7 +1,7 @@
 """One strategy per algorithm: an aggregator paired with its dispatch policy.
 
 Each preset is constructible with no arguments. ``lr="auto"`` resolves with N = the number of
-nodes at start (ALGORITHMS.md, "Safe defaults for presets"), so that one cycle of N updates moves
+nodes at start (docs/algorithms.md, Safe defaults for presets), so that one cycle of N updates moves
 about as far as one FedAvg round: ASGD, DCASGD, ASP and TrendSmooth(sgd) ``1/N``; GSGM and
 TrendSmooth(momentum) ``(1 - beta)/N``; TrendSmooth(adam) ``0.01``; FedBuff
 ``buffer_size = min(10, N)`` with ``lr = 1``. Every other keyword goes to ``AsyncStrategy``
@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from fl_async import aggregators as rules
-from fl_async.aggregators import ClientUpdate, StalenessFn
+from fl_async.aggregators import StalenessFn
 from fl_async.scheduling import ASP as ASPPolicy
 from fl_async.scheduling import Asynchronous, Barrier, OneStepDelay, WhiteList
-from fl_async.strategies.async_strategy import AsyncStrategy, _Task
+from fl_async.strategies.async_strategy import AsyncStrategy
+from fl_async.strategies.compensation import DelayCompensation
 
 AUTO = "auto"
 
@@ -46,7 +45,7 @@ class ASGD(AsyncStrategy):
         agg = rules.ASGD(lr=_lr(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
         super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
         if lr == AUTO:
-            self._auto["lr"] = lambda n: 1.0 / n
+            self._auto.append((agg, "lr", lambda n: 1.0 / n))
 
 
 class DCASGD(AsyncStrategy):
@@ -75,7 +74,7 @@ class DCASGD(AsyncStrategy):
         )
         super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
         if lr == AUTO:
-            self._auto["lr"] = lambda n: 1.0 / n
+            self._auto.append((agg, "lr", lambda n: 1.0 / n))
 
 
 class FedAsync(AsyncStrategy):
@@ -121,7 +120,7 @@ class FedBuff(AsyncStrategy):
         )
         super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
         if buffer_size == AUTO:
-            self._auto["buffer_size"] = lambda n: min(10, n)
+            self._auto.append((agg, "buffer_size", lambda n: min(10, n)))
 
 
 class GSGM(AsyncStrategy):
@@ -151,7 +150,7 @@ class GSGM(AsyncStrategy):
         )
         super().__init__(aggregator=agg, policy=WhiteList(slack), **kwargs)
         if lr == AUTO:
-            self._auto["lr"] = lambda n: (1.0 - momentum) / n
+            self._auto.append((agg, "lr", lambda n: (1.0 - momentum) / n))
 
 
 class TrendSmooth(AsyncStrategy):
@@ -187,11 +186,12 @@ class TrendSmooth(AsyncStrategy):
         )
         super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
         if lr == AUTO:
-            self._auto["lr"] = {
+            rule = {
                 "sgd": lambda n: 1.0 / n,
                 "momentum": lambda n: (1.0 - beta) / n,
                 "adam": lambda n: 0.01,
             }[base]
+            self._auto.append((agg, "lr", rule))
 
 
 class SSGD(AsyncStrategy):
@@ -227,17 +227,18 @@ class ASP(AsyncStrategy):
         policy = ASPPolicy(staleness_bound=staleness_bound, p_min=p_min, period=period)
         super().__init__(aggregator=agg, policy=policy, **kwargs)
         if lr == AUTO:
-            self._auto["lr"] = lambda n: 1.0 / n
+            self._auto.append((agg, "lr", lambda n: 1.0 / n))
 
 
 class ODSGD(AsyncStrategy):
-    """One-step-delay SGD with the server-side compensation (ALGORITHMS.md, "OD-SGD").
+    """One-step-delay SGD with the server-side compensation (docs/algorithms.md, OD-SGD).
 
     Node ``k``'s iteration ``i`` may start once version ``i - 1`` exists. When the version it
     gets does not contain the node's previous pseudo-gradient yet, its task's base is
-    ``w - local_lr * delta_prev``; the update is measured against that base. ``local_lr="auto"``
-    is ``lr/N``: the share of its own update the next version will hold (with equal example
-    counts). The first ``warmup_steps`` steps run as plain SSGD.
+    ``w - local_lr * delta_prev`` (``DelayCompensation``); the update is measured against that
+    base. ``local_lr="auto"`` is ``lr/N``: the share of its own update the next version will
+    hold (with equal example counts; why this default, see docs/algorithms.md, OD-SGD). The
+    first ``warmup_steps`` steps run as plain SSGD.
     """
 
     def __init__(
@@ -251,34 +252,15 @@ class ODSGD(AsyncStrategy):
         start = _lr(local_lr, 0.0, name="local_lr")
         if not start >= 0:  # no aggregator checks this rate
             raise ValueError(f"local_lr must be a number >= 0 or 'auto', got {local_lr!r}")
-        super().__init__(aggregator=rules.ODSGD(lr=lr), policy=OneStepDelay(warmup_steps), **kwargs)
-        # Measured (benchmarks/RESULTS.md): the whole delta_prev (local_lr=1, ALGORITHMS.md's
-        # default) moves a node's base N times too far toward its own data, and costs 7-15 points
-        # of accuracy on non-IID splits; lr/N was the best of 0, lr/N and 1.
-        self.local_lr = float(start)
+        agg = rules.ODSGD(lr=lr)
+        compensation = DelayCompensation(start)
+        super().__init__(aggregator=agg, policy=OneStepDelay(warmup_steps),
+                         task_bases=compensation, **kwargs)  # fmt: skip
         if local_lr == AUTO:
-            self._auto["local_lr"] = lambda n: self.aggregator.lr / n
+            self._auto.append((compensation, "local_lr", lambda n: agg.lr / n))
         self.warmup_steps = warmup_steps
-        self._previous: dict[int, list[np.ndarray]] = {}
 
-    def _task_base(self, stable_id: int, iteration: int) -> list[np.ndarray] | None:
-        previous = self._previous.get(stable_id)
-        # Version v contains the updates of iterations 0..v-1.
-        if previous is None or self.aggregator.version >= iteration:
-            return None
-        return [
-            w - self.local_lr * d if w.dtype.kind == "f" else w.copy()
-            for w, d in zip(self.aggregator.params, previous, strict=True)
-        ]
-
-    def _accepted(self, task: _Task, update: ClientUpdate) -> None:
-        self._previous[task.stable_id] = [np.array(d, copy=True) for d in update.delta]
-
-    def _joins_barrier(self, task: _Task) -> bool:
-        return task.iteration == self.aggregator.version
-
-    def _extra_state(self) -> dict[str, Any]:
-        return {"previous": {k: [d.copy() for d in v] for k, v in self._previous.items()}}
-
-    def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._previous = {int(k): [np.array(d) for d in v] for k, v in state["previous"].items()}
+    @property
+    def local_lr(self) -> float:
+        """The compensation's rate (``"auto"`` is resolved at start)."""
+        return self.task_bases.local_lr

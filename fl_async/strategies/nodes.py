@@ -1,0 +1,222 @@
+"""The node registry: who is connected, their stable ids, and who may get work again.
+
+Simulated node ids are random for every run, so each node is asked once for its
+``partition-id`` (a ``query`` message, ``fl_async.protocol``) and keyed by it: its *stable id*.
+A node that fails is retried after a back-off; one that fails or is rejected ``max_failures``
+times in a row leaves the run for good, so that a broken ClientApp cannot keep a run busy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from logging import INFO, WARNING
+
+from flwr.app import Message
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+
+from fl_async import protocol
+
+MAX_BACKOFF_STEPS = 64
+"""A failed node waits 1, 2, 4, ... server steps (at most this many) before its next task."""
+RETRY_DELAY = 0.1
+"""With nothing else in flight, a failed node waits 0.1, 0.2, 0.4, ... wall seconds instead."""
+MAX_RETRY_DELAY = 10.0
+NO_QUERY_HANDLER = "No query function registered"
+"""What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
+
+
+@dataclass
+class Node:
+    """What the server knows of one node."""
+
+    stable_id: int
+    partition_id: int | None = None
+    num_examples: int | None = None
+    tasks: int = 0
+    """Tasks dispatched so far: the virtual clock's task index."""
+    busy: bool = False
+    failed_at: int | None = None
+    """Server step of its last failure (None once a reply was read since)."""
+    failed_wall: float = 0.0
+    failures: int = 0
+    """Failed tasks in a row (error replies, malformed replies, timeouts)."""
+    strikes: int = 0
+    """Failed tasks and rejected updates in a row: ``max_failures`` of them and it leaves."""
+    last_fault: str = ""
+    retired: bool = False
+
+
+class NodeRegistry:
+    """Connected nodes by node id, their stable ids, and the dispatch order (by stable id)."""
+
+    def __init__(self, *, identify: bool, poll_interval: float, max_failures: int) -> None:
+        self.identify = identify
+        self.poll_interval = poll_interval
+        self.max_failures = max_failures
+        self.nodes: dict[int, Node] = {}
+        self._by_stable: dict[int, int] = {}
+        self.order: list[int] = []
+        """Stable ids, sorted: the order in which idle nodes are offered work."""
+        self._last_refresh = 0.0
+        self._warned_unidentified = False
+        self._probed = False
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, node_id: int) -> Node:
+        return self.nodes[node_id]
+
+    def get(self, node_id: int) -> Node | None:
+        """The node, or None when it has left."""
+        return self.nodes.get(node_id)
+
+    def node_of(self, stable_id: int) -> int | None:
+        """The node id now holding ``stable_id``, if connected."""
+        return self._by_stable.get(stable_id)
+
+    def candidates(self) -> Iterator[tuple[int, Node]]:
+        """``(stable id, node)`` of every node that may be offered work, in dispatch order."""
+        for stable in self.order:
+            node = self.nodes[self._by_stable[stable]]
+            if not node.busy and not node.retired:
+                yield stable, node
+
+    @property
+    def usable(self) -> int:
+        """Nodes that have not left the run for failing too often."""
+        return sum(not n.retired for n in self.nodes.values())
+
+    def due(self, every: float) -> bool:
+        """Whether ``every`` seconds have passed since the last look at the grid's nodes."""
+        if time.time() - self._last_refresh < every:
+            return False
+        self._last_refresh = time.time()
+        return True
+
+    def arrivals_and_departures(self, grid: Grid, *, timeout: float) -> tuple[list, list]:
+        """Admit nodes new to the grid; remove vanished ones. Returns ``(admitted stable ids,
+        departed (node id, node) pairs)``."""
+        connected = set(grid.get_node_ids())
+        new = sorted(connected - set(self.nodes))
+        admitted = []
+        if new:
+            for node_id, info in zip(new, self._ask(grid, new, timeout), strict=True):
+                admitted.append(self._admit(node_id, *info))
+        departed = []
+        for node_id in sorted(set(self.nodes) - connected):
+            node = self.nodes.pop(node_id)
+            del self._by_stable[node.stable_id]
+            self.order = sorted(self._by_stable)
+            departed.append((node_id, node))
+        return admitted, departed
+
+    def may_retry(self, node: Node, version: int, *, anything_in_flight: bool) -> bool:
+        """Whether a node that failed may get work again: after 1, 2, 4, ... server steps, or,
+        when nothing else runs, 0.1, 0.2, 0.4, ... seconds (so a node that fails at once can
+        neither spin the loop nor be retried forever: ``max_failures`` ends it)."""
+        if node.failed_at is None:
+            return True
+        if anything_in_flight:
+            steps = min(2 ** (node.failures - 1), MAX_BACKOFF_STEPS)
+            return version >= node.failed_at + steps
+        delay = min(RETRY_DELAY * 2 ** (node.failures - 1), MAX_RETRY_DELAY)
+        return time.time() >= node.failed_wall + delay
+
+    def failed(self, node: Node, version: int, why: str) -> bool:
+        """``node``'s task failed; True when that makes it leave the run."""
+        node.busy = False
+        node.failed_at = version
+        node.failed_wall = time.time()
+        node.failures += 1
+        return self._strike(node, why)
+
+    def rejected(self, node: Node, why: str) -> bool:
+        """``node``'s update was rejected for its content; True when that makes it leave."""
+        return self._strike(node, why)
+
+    def answered(self, node: Node, num_examples: int, *, accepted: bool) -> None:
+        """``node`` sent a readable reply (its update ``accepted`` or not)."""
+        node.busy = False
+        node.failed_at = None
+        node.failures = 0
+        if accepted:
+            node.strikes = 0
+        if num_examples > 0:
+            node.num_examples = num_examples
+
+    def _strike(self, node: Node, why: str) -> bool:
+        node.strikes += 1
+        node.last_fault = why
+        if node.strikes < self.max_failures or node.retired:
+            return False
+        node.retired = True
+        log(
+            WARNING,
+            "node with stable id %d leaves the run after %d failed tasks or rejected updates "
+            "in a row; the last: %s",
+            node.stable_id, node.strikes, why,
+        )  # fmt: skip
+        return True
+
+    def _admit(self, node_id: int, partition: int | None, examples: int | None) -> int:
+        taken = partition is None or partition in self._by_stable
+        stable = node_id if taken else partition
+        if partition is not None and stable != partition:
+            log(WARNING, "partition-id %s is reported twice; node %s keeps its id", partition,
+                node_id)  # fmt: skip
+        self.nodes[node_id] = Node(stable_id=stable, partition_id=partition, num_examples=examples)
+        self._by_stable[stable] = node_id
+        self.order = sorted(self._by_stable)
+        return stable
+
+    def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple]:
+        """``(partition-id, num-examples)`` per node, None where a node cannot tell."""
+        wait = min(timeout, 120.0)
+        answers: list[Message | None] = []
+        if self.identify and not self._probed:
+            # One node first: an ordinary Flower ClientApp has no query handler and raises on
+            # the query (Flower logs a traceback for it), so ask no other node in that case.
+            self._probed = True
+            answers = self._query(grid, node_ids[:1], wait)
+            if _lacks_query_handler(answers[0]):
+                self.identify = False
+                log(INFO, "The ClientApp has no query handler (no @app.query()): nodes are keyed "
+                    "by their node ids, so runs are not reproducible from a seed (pass "
+                    "identify_nodes=False to skip this query)")  # fmt: skip
+        if not self.identify:
+            return [(None, None)] * len(node_ids)
+        answers += self._query(grid, node_ids[len(answers) :], wait)
+        found = []
+        for reply in answers:
+            metrics = {} if reply is None or reply.has_error() else protocol.metrics_of(reply)
+            partition, examples = metrics.get("partition-id"), metrics.get("num-examples")
+            found.append((None if partition is None else int(partition),
+                          None if examples is None else int(examples)))  # fmt: skip
+        unidentified = sum(p is None for p, _ in found)
+        if unidentified and not self._warned_unidentified:
+            self._warned_unidentified = True
+            log(WARNING, "%d of %d nodes reported no partition-id: their node ids key their "
+                "state, so this run is not reproducible from a seed",
+                unidentified, len(found))  # fmt: skip
+        return found
+
+    def _query(self, grid: Grid, node_ids: list[int], wait: float) -> list[Message | None]:
+        """Send the identify query to ``node_ids``; their replies (None: no answer in time)."""
+        ids = list(grid.push_messages([protocol.query_message(n, ttl=wait) for n in node_ids]))
+        answers: dict[str, Message] = {}
+        deadline = time.time() + wait
+        while len(answers) < len(ids) and time.time() < deadline:
+            for reply in grid.pull_messages([i for i in ids if i not in answers]):
+                answers[reply.metadata.reply_to_message_id] = reply
+            if len(answers) < len(ids):
+                time.sleep(self.poll_interval)
+        return [answers.get(msg_id) for msg_id in ids]
+
+
+def _lacks_query_handler(reply: Message | None) -> bool:
+    """Whether ``reply`` is Flower's error for a ClientApp with no query function."""
+    return reply is not None and reply.has_error() and NO_QUERY_HANDLER in reply.error.reason

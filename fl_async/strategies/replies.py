@@ -1,0 +1,152 @@
+"""Receiving replies: the next one in order, turned into a client update and applied.
+
+A reply's update is measured against the model its task started from (``base - trained``, or
+the pseudo-gradient the node sent). A reply that is an error, cannot be read, or never comes
+(timeout, the node left) counts against its node (``NodeRegistry``); so does an update the rule
+rejects for its content. Barrier rules take their step once no update for it can still come.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from flwr.app import Message, MetricRecord
+from flwr.serverapp import Grid
+
+from fl_async import protocol
+from fl_async.aggregators import ClientUpdate
+from fl_async.strategies.tasks import Task
+
+# Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
+# "error": the SuperLink answers a message past its TTL with 3 and one to a lost node with 5.
+_ERROR_KINDS = {3: "timeout", 4: "timeout", 5: "lost"}
+_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
+"""Rejections caused by timing, not by what the node sent: they do not count against it."""
+
+
+class ReplyHandling:
+    """``AsyncStrategy``'s receiving side: wait, read, apply, record; failures and barriers."""
+
+    def _next_reply(self, grid: Grid) -> bool:
+        """Wait for and handle the next reply in order; return whether the server stepped."""
+        version = self.aggregator.version
+        wanted = self._order.wanted(self._book)
+        reply = self._wait_for(grid, wanted)
+        if reply is None:
+            self._drop(self._order.overdue(self._book, wanted), "timeout")
+        else:
+            self._handle(reply.metadata.reply_to_message_id, reply, arrival=time.time())
+        self._settle_barrier()
+        return self.aggregator.version > version
+
+    def _wait_for(self, grid: Grid, wanted: list[str]) -> Message | None:
+        """The first reply among ``wanted`` (stashing others), or None when the oldest timed out."""
+        book, interval = self._book, self.poll_interval
+        while True:
+            for msg_id in wanted:
+                if book.stashed(msg_id):
+                    return book.take_stashed(msg_id)
+            pending = book.unanswered()
+            for reply in grid.pull_messages(pending) if pending else []:
+                book.stash(reply)
+            if any(book.stashed(m) for m in wanted):
+                continue
+            if time.time() - min(book[m].dispatched_wall for m in wanted) > self._timeout:
+                return None
+            time.sleep(interval)
+            # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
+            interval = min(interval * 1.5, 0.05)
+
+    def _handle(self, msg_id: str, reply: Message, *, arrival: float) -> MetricRecord | None:
+        """Turn one reply into a client update and apply it; record what happened."""
+        task, base = self._book.close(msg_id)
+        duration = self._order.closed(msg_id, task, arrival=arrival, advance=True)
+        node = self._registry.get(task.node_id)
+        if node is not None:
+            node.busy = False
+        if reply.has_error():
+            kind = _ERROR_KINDS.get(reply.error.code, "error")
+            self._failed(task, f"error reply {reply.error.code}: {reply.error.reason}", kind)
+            return None
+        try:
+            parsed = protocol.read_train_reply(reply)
+        except ValueError as err:
+            self._failed(task, str(err), "malformed")
+            return None
+        delta = parsed.arrays if parsed.is_pseudo_gradient else _difference(base, parsed.arrays)
+        update = ClientUpdate(
+            node_id=task.stable_id, delta=delta, base=base, iteration=task.iteration,
+            staleness=self.aggregator.version - task.base_version,
+            num_examples=parsed.num_examples,
+        )  # fmt: skip
+        outcome = self.aggregator.apply(update)
+        self.policy.finished(task.stable_id, duration=duration)
+        if node is not None:
+            self._registry.answered(node, parsed.num_examples, accepted=outcome.accepted)
+        if outcome.accepted:
+            self.task_bases.accepted(task.stable_id, update.delta)
+        elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
+            if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
+                self._leave(task.stable_id)
+        return self._recorder.reply(
+            {**parsed.metrics, "server-step": self.aggregator.version, "node-id": task.node_id,
+             "stable-id": task.stable_id, "staleness": update.staleness,
+             "iteration": task.iteration, "virtual-time": self._order.now,
+             "wall-time": arrival - self._recorder.wall_start},
+            accepted=outcome.accepted,
+        )  # fmt: skip
+
+    def _failed(self, task: Task, why: str, kind: str) -> None:
+        """``task`` ended without an update: count it against its node, which leaves the
+        active set (the policy's bound stops waiting for it) until its next success."""
+        self._recorder.fault(kind, f"node {task.node_id} (stable id {task.stable_id}): {why}")
+        self._recorder.task_failed()
+        node = self._registry.get(task.node_id)
+        if node is not None:
+            self._registry.failed(node, self.aggregator.version, f"{kind}: {why}")
+        self._leave(task.stable_id)
+
+    def _drop(self, msg_id: str, kind: str) -> None:
+        """Give up on a task in flight (timed out, or its node left)."""
+        task, _ = self._book.close(msg_id)
+        self._order.closed(msg_id, task, arrival=time.time(), advance=kind == "timeout")
+        self._failed(task, f"task {kind}", kind)
+
+    def _leave(self, stable_id: int) -> None:
+        """A node left the active set: the policy stops counting it; the aggregator forgets it
+        at once or ``forget_after`` steps later."""
+        self.policy.leave(stable_id)
+        if self.forget_after == 0:
+            self.aggregator.forget(stable_id)
+        else:
+            self._forget_at[stable_id] = self.aggregator.version + self.forget_after
+
+    def _settle_barrier(self) -> None:
+        """Take a barrier rule's step once no update for it can still come."""
+        while self.aggregator.held and not self._step_owed():
+            if not self.aggregator.flush():
+                break
+
+    def _step_owed(self) -> bool:
+        """Whether an update for the step being filled may still come: from a task in flight,
+        or from an active node that has not finished its task for it (it may not have started)."""
+        agg = self.aggregator
+        if any(agg.joins_step(t.base_version, t.iteration) for t in self._book.tasks()):
+            return True
+        return self.policy.owes(agg.version)
+
+
+def _difference(base: list[np.ndarray], trained: list[np.ndarray]) -> list[np.ndarray]:
+    """``base - trained`` per array; arrays that do not match are passed on for rejection."""
+    if len(base) != len(trained) or any(
+        b.shape != t.shape or (b.dtype.kind == "f") != (t.dtype.kind == "f")
+        for b, t in zip(base, trained, strict=False)
+    ):
+        return trained
+    with np.errstate(all="ignore"):
+        # In place into the freshly decoded arrays where possible: no allocation per reply.
+        return [
+            np.subtract(b, t, out=t) if t.flags.writeable and t.dtype == b.dtype else b - t
+            for b, t in zip(base, trained, strict=True)
+        ]

@@ -1,0 +1,111 @@
+"""Saving a running strategy into a ``RunState`` and resuming from one, bit for bit."""
+
+from __future__ import annotations
+
+import time
+from logging import INFO
+
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+
+from fl_async import protocol
+from fl_async.strategies.checkpoint import RunState, SavedNode, SavedTask
+from fl_async.strategies.tasks import Task
+
+
+class RunSnapshot:
+    """``AsyncStrategy``'s checkpoints: what is saved, and how a run picks up from it."""
+
+    def _snapshot(self) -> RunState:
+        """The run's whole state now (copies of the arrays, as the rules' ``state_dict``s)."""
+        book, rec = self._book, self._recorder
+        return RunState(
+            keys=list(self._keys),
+            aggregator=self.aggregator.state_dict(),
+            policy=self.policy.state_dict(),
+            clock=None if self.clock is None else self.clock.state_dict(),
+            order=self._order.state_dict(),
+            task_bases=self.task_bases.state_dict(),
+            num_updates=rec.num_updates,
+            num_replies=rec.num_replies,
+            faults=dict(rec.faults),
+            last_eval_step=rec.last_eval_step,
+            train_config=dict(self._train_config),
+            nodes={
+                n.stable_id: SavedNode(n.partition_id, n.num_examples, n.tasks)
+                for n in self._registry.nodes.values()
+            },  # fmt: skip
+            forget_at=dict(self._forget_at),
+            in_flight=[
+                SavedTask(
+                    t.stable_id,
+                    t.base_version,
+                    t.iteration,
+                    t.task_index,
+                    t.seed,
+                    t.start,
+                    t.finish,
+                    book.base_of(t),
+                    t.base is not None,
+                )
+                for t in book.tasks()
+            ],  # fmt: skip
+            train_metrics={k: dict(v) for k, v in rec.result.train_metrics_clientapp.items()},
+            evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
+        )
+
+    def _save_checkpoint(self) -> None:
+        self._checkpointer.save(self._snapshot(), self.aggregator.version)
+
+    def _resume(self, grid: Grid, arrays: ArrayRecord, config: ConfigRecord | None) -> bool:
+        """Pick up from the checkpoint in ``checkpoint_dir``, if there is one."""
+        state = None if self._checkpointer is None else self._checkpointer.load()
+        if state is None:
+            return False
+        self._begin(grid, arrays, config)
+        self._keys = state.keys
+        self.aggregator.load_state_dict(state.aggregator)
+        self.policy.load_state_dict(state.policy)
+        if self.clock is not None and state.clock is not None:
+            self.clock.load_state_dict(state.clock)
+        self._order.load_state_dict(state.order)
+        rec = self._recorder
+        rec.num_updates, rec.num_replies = state.num_updates, state.num_replies
+        rec.faults, rec.last_eval_step = dict(state.faults), state.last_eval_step
+        rec.result.train_metrics_clientapp = {
+            k: protocol.metric_record(v) for k, v in state.train_metrics.items()
+        }
+        rec.result.evaluate_metrics_serverapp = {
+            k: protocol.metric_record(v) for k, v in state.evaluate_metrics.items()
+        }
+        self._checkpointer.last_step = self.aggregator.version
+        self._forget_at = dict(state.forget_at)
+        for stable, saved in state.nodes.items():
+            node_id = self._registry.node_of(stable)
+            if node_id is not None:
+                self._registry[node_id].tasks = saved.tasks
+                self._registry[node_id].num_examples = saved.num_examples
+        self.task_bases.load_state_dict(state.task_bases)
+        self._resend(grid, state.in_flight)
+        log(INFO, "Resumed from %s at server step %d", self._checkpointer.path,
+            self.aggregator.version)  # fmt: skip
+        return True
+
+    def _resend(self, grid: Grid, saved: list[SavedTask]) -> None:
+        """Send the tasks that were in flight again, exactly as they were."""
+        for s in saved:
+            node_id = self._registry.node_of(s.stable_id)
+            if node_id is None:
+                self._recorder.fault("lost", f"stable id {s.stable_id} did not come back")
+                self.policy.leave(s.stable_id)
+                continue
+            task = Task(node_id, s.stable_id, s.base_version, s.iteration, s.task_index, s.seed,
+                        s.start, s.finish, time.time(), s.base if s.own_base else None)  # fmt: skip
+            config = self._task_config(s.base_version, s.seed, s.iteration)
+            message = protocol.train_message(node_id, self._record(s.base), config,
+                                             ttl=self._timeout)  # fmt: skip
+            (msg_id,) = grid.push_messages([message])
+            self._registry[node_id].busy = True
+            self._book.add_stored(msg_id, task, s.base)
+            self._order.track(msg_id, task)

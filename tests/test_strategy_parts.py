@@ -1,0 +1,162 @@
+"""The event loop's collaborators, each on its own: task book, reply order, node registry,
+checkpointer, recorder and task bases."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from fakegrid import FakeGrid, quadratic_fleet, task_identity
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+
+from fl_async.scheduling import VirtualClock
+from fl_async.strategies import nodes as nodes_module
+from fl_async.strategies.checkpoint import SCHEMA, Checkpointer, CheckpointError, RunState
+from fl_async.strategies.nodes import NodeRegistry
+from fl_async.strategies.order import ArrivalOrder, VirtualOrder, reply_order
+from fl_async.strategies.recorder import Recorder
+from fl_async.strategies.tasks import Task, TaskBook
+
+
+def task(node_id=1, version=0, *, finish=1.0, base=None, wall=0.0):
+    return Task(node_id=node_id, stable_id=node_id, base_version=version, iteration=0,
+                task_index=0, seed=0, start=0.0, finish=finish, dispatched_wall=wall,
+                base=base)  # fmt: skip
+
+
+def reply_to(msg_id):
+    with task_identity():
+        message = Message(RecordDict({"metrics": MetricRecord({"n": 1})}), dst_node_id=1,
+                          message_type="train")  # fmt: skip
+        message.metadata.__dict__["_message_id"] = msg_id
+        return Message(RecordDict(), reply_to=message)
+
+
+def test_task_book_keeps_one_base_per_version_until_its_last_task_returns():
+    book = TaskBook()
+    params = [np.arange(3, dtype=np.float32)]
+    book.add("a", task(1, 0), params)
+    book.add("b", task(2, 0), params)
+    params[0] += 10  # the live model moves on; the stored base does not
+    book.add("c", task(3, 1), params)
+    assert book.stored_bases == 2 and len(book) == 3
+    _, base = book.close("a")
+    np.testing.assert_array_equal(base[0], [0, 1, 2])
+    assert book.stored_bases == 2  # "b" still uses version 0
+    book.close("b")
+    assert book.stored_bases == 1 and book.ids() == ["c"]
+
+
+def test_task_book_stashes_replies_pulled_before_their_turn():
+    book = TaskBook()
+    book.add("a", task(1), [np.zeros(2, np.float32)])
+    book.add("b", task(2), [np.zeros(2, np.float32)])
+    book.stash(reply_to("b"))
+    assert book.unanswered() == ["a"] and book.stashed("b") and book.stashed_replies == 1
+    assert book.take_stashed("b").metadata.reply_to_message_id == "b"
+    book.stash(reply_to("a"))
+    book.close("a")  # closing a task forgets its stashed reply too
+    assert book.stashed_replies == 0
+
+
+def test_a_task_with_its_own_base_stores_no_version():
+    book = TaskBook()
+    own = [np.ones(2, np.float32)]
+    book.add("a", task(1, base=own), [np.zeros(2, np.float32)])
+    assert book.stored_bases == 0 and book.base_of(book["a"]) is own
+
+
+def test_virtual_order_awaits_the_earliest_finish_and_moves_time_forward():
+    order = reply_order(VirtualClock(seed=0))
+    assert isinstance(order, VirtualOrder)
+    book = TaskBook()
+    for msg_id, finish in (("late", 5.0), ("early", 2.0)):
+        book.add(msg_id, task(finish=finish), [np.zeros(1, np.float32)])
+        order.track(msg_id, book[msg_id])
+    assert order.wanted(book) == ["early"] and order.overdue(book, ["early"]) == "early"
+    assert order.closed("early", book["early"], arrival=0.0, advance=True) == 2.0
+    assert order.now == 2.0 and order.wanted(book) == ["late"]
+    order.closed("late", book["late"], arrival=0.0, advance=False)  # a lost task: no time passes
+    assert order.now == 2.0 and order.describe(0.0) == "virtual time 2.0"
+
+
+def test_arrival_order_takes_any_reply_and_gives_up_on_the_oldest():
+    order = reply_order(None)
+    assert isinstance(order, ArrivalOrder)
+    book = TaskBook()
+    book.add("new", task(wall=20.0), [np.zeros(1, np.float32)])
+    book.add("old", task(wall=10.0), [np.zeros(1, np.float32)])
+    assert order.wanted(book) == ["new", "old"] and order.overdue(book, ["new", "old"]) == "old"
+    start, finish = order.timing(1, 0, examples=10, model_bytes=4)
+    assert math.isinf(finish) and start > 0 and order.now == 0.0
+
+
+def test_registry_identifies_nodes_and_retires_one_that_keeps_failing(monkeypatch):
+    fleet = quadratic_fleet(3, seed=0)
+    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
+    with task_identity():
+        admitted, departed = registry.arrivals_and_departures(FakeGrid(fleet), timeout=5)
+    assert sorted(admitted) == [0, 1, 2] and departed == [] and registry.order == [0, 1, 2]
+    node = registry[registry.node_of(1)]
+    assert node.partition_id == 1 and node.num_examples == 11
+    # back-off: 1, 2, 4 server steps while others run; wall seconds when nothing does
+    assert not registry.failed(node, version=10, why="boom")
+    assert not registry.may_retry(node, 10, anything_in_flight=True)
+    assert registry.may_retry(node, 11, anything_in_flight=True)
+    assert not registry.failed(node, version=11, why="boom")
+    assert not registry.may_retry(node, 12, anything_in_flight=True)
+    monkeypatch.setattr(nodes_module.time, "time", lambda: node.failed_wall + 0.25)
+    assert registry.may_retry(node, 11, anything_in_flight=False)  # 0.2 s have passed
+    assert registry.rejected(node, "update rejected: non-finite")  # the third strike
+    assert node.retired and registry.usable == 2
+    assert [stable for stable, _ in registry.candidates()] == [0, 2]
+
+
+def test_a_readable_accepted_reply_clears_a_nodes_record():
+    registry = NodeRegistry(identify=False, poll_interval=0.01, max_failures=2)
+    with task_identity():
+        registry.arrivals_and_departures(FakeGrid(quadratic_fleet(1)), timeout=1)
+    node = next(iter(registry.nodes.values()))
+    registry.failed(node, 0, "boom")
+    registry.answered(node, 12, accepted=True)
+    assert (node.failures, node.strikes, node.failed_at, node.num_examples) == (0, 0, None, 12)
+    assert not registry.failed(node, 0, "boom")  # one strike only: the count started again
+
+
+def test_checkpointer_saves_atomically_and_refuses_another_schema(tmp_path):
+    checkpointer = Checkpointer(tmp_path, every=3)
+    assert checkpointer.load() is None and not checkpointer.due(2) and checkpointer.due(3)
+    state = RunState(keys=["w"], aggregator={}, policy={}, clock=None, order={"now": 1.5},
+                     task_bases={}, num_updates=4, num_replies=5, faults={}, last_eval_step=0,
+                     train_config={}, nodes={}, forget_at={}, in_flight=[], train_metrics={},
+                     evaluate_metrics={})  # fmt: skip
+    checkpointer.save(state, version=3)
+    assert checkpointer.load() == state and state.schema == SCHEMA
+    assert not checkpointer.due(5) and [p.name for p in tmp_path.iterdir()] == [
+        "fl-async-checkpoint.pkl"
+    ]
+    with checkpointer.path.open("wb") as f:  # a checkpoint of fl-async 0.1: a plain dict
+        pickle.dump({"keys": ["w"], "in_flight": [(0, 0, 0, 0, 0, 0.0, 1.0, [], False)]}, f)
+    with pytest.raises(CheckpointError, match="schema 1; this fl-async reads schema 2"):
+        checkpointer.load()
+
+
+def test_recorder_counts_progress_and_builds_the_result():
+    recorder = Recorder()
+    recorder.reply({"server-step": 1}, accepted=True)
+    recorder.reply({"server-step": 1}, accepted=False)
+    recorder.task_failed()
+    assert (recorder.num_updates, recorder.num_replies, recorder.since_progress) == (1, 2, 2)
+    assert recorder.result.train_metrics_clientapp[2]["accepted"] == 0
+    recorder.fault("error", "node 1: boom")
+    recorder.evaluation(1, MetricRecord({"accuracy": 0.5}), now=3.0, when="virtual time 3.0")
+    assert recorder.evaluated(1) and recorder.reached(0.5, "accuracy")
+    assert not recorder.reached(0.6, "accuracy")
+    result = recorder.finish("no-progress", "2 tasks", ArrayRecord(), rejected={"x": 1},
+                             server_steps=1, now=3.0)  # fmt: skip
+    assert result.faults == {"error": 1} and not result.completed
+    assert (result.stopped_by, result.stop_detail, result.virtual_time) == (
+        "no-progress",
+        "2 tasks",
+        3.0,
+    )
