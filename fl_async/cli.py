@@ -1,4 +1,4 @@
-"""The ``fl-async`` command: one subcommand per tool (``fl-async partition``, ...)."""
+"""The ``fl-async`` command: one subcommand per tool (``run``, ``partition``, ``bench``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# Subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
-# Modules are imported only when their subcommand runs, so ``fl-async --help`` stays fast.
+DESCRIPTION = "fl-async: asynchronous federated learning on Flower. One subcommand per tool."
+
+# Subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``, and the
+# plain-text help shown by ``fl-async --help``. Modules are imported only when their subcommand
+# runs, so ``fl-async --help`` stays fast.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "fl_async.app.launch",
+        "Run the Flower App in a local simulation, the same as python -m fl_async.app: exit 0 "
+        "when it finished, 1 when it failed or could not make progress, 2 for a bad setting.",
+    ),
     "partition": ("fl_async.partitioning.cli", "Split a dataset's labels into non-IID partitions."),
     "bench": ("fl_async.bench.cli", "Run strategies side by side and report accuracy, stability."),
 }
@@ -18,12 +26,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``) and run the chosen subcommand."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="fl-async", description=__doc__)
+    parser = argparse.ArgumentParser(prog="fl-async", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
-    if not argv or argv[0] not in SUBCOMMANDS:
-        parser.parse_args(argv)  # prints usage and exits with a clear error
+    if not argv:
+        parser.print_help(sys.stderr)  # the list of subcommands, not only "COMMAND is required"
+        return 2
+    if argv[0] not in SUBCOMMANDS:
+        parser.parse_args(argv)  # --help, or usage and a clear error (exit code 2)
         return 2
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
     sub_parser = argparse.ArgumentParser(

@@ -46,11 +46,6 @@ class Reply:
     def num_examples(self) -> int:
         return int(self.metrics.get("num-examples", 0))
 
-    @property
-    def partition_id(self) -> int | None:
-        value = self.metrics.get("partition-id")
-        return None if value is None else int(value)
-
 
 def to_record(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> ArrayRecord:
     """An ArrayRecord with ``keys`` (the model's own names) over ``arrays``."""

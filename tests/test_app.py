@@ -1,6 +1,7 @@
 """The Flower App without Flower's engines: run config, ClientApp handlers, the ServerApp's run
-on an in-memory grid, result files and the launcher's checks."""
+on an in-memory grid and its result files (the launcher: tests/test_launch.py)."""
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -11,11 +12,17 @@ from fakegrid import FakeGrid, task_identity
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.common.config import flatten_dict, get_project_config
 
-from fl_async.app import launch, results, server_app
+from fl_async import config as schema
+from fl_async.app import results, server_app
 from fl_async.app.client_app import app as client_app
-from fl_async.app.config import DEFAULTS, PRESET_DEFAULT, parse_run_config
+from fl_async.app.config import parse_run_config
 from fl_async.clients import client_app as handlers
+from fl_async.clients.node_data import cached_dataset, load_node_data, new_model
+from fl_async.config import DEFAULTS, PRESET_DEFAULT, DataSpec, TrainSpec
+from fl_async.models import MODEL_NAMES
+from fl_async.partitioning import SCHEMES, scheme_parameters
 from fl_async.protocol import IDENTIFY, to_record
+from fl_async.scheduling import SPEED_MODELS
 from fl_async.strategies import PRESETS, FedBuff
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,8 +47,8 @@ def context(partition=0, num_partitions=4, run_config=None, node_config=None):
 
 
 def initial_record(run_config=None):
-    spec = handlers.DataSpec.from_config(run_config or {})
-    model = handlers.new_model(spec, handlers.cached_dataset(spec.dataset, spec.root), seed=3)
+    spec = DataSpec.from_config(run_config or {})
+    model = new_model(spec, cached_dataset(spec.dataset, spec.root), seed=3)
     return to_record(list(model.state_dict()), [t.numpy() for t in model.state_dict().values()])
 
 
@@ -61,6 +68,22 @@ def test_defaults_are_the_pyproject_app_config():
         "serverapp": "fl_async.app.server_app:app",
         "clientapp": "fl_async.app.client_app:app",
     }
+
+
+def test_the_schema_holds_the_names_the_server_packages_define():
+    """fl_async.config keeps them as data, so that the ClientApp never imports those packages."""
+    assert schema.STRATEGIES == tuple(PRESETS)
+    for name, cls in PRESETS.items():
+        keywords = {
+            p.name.replace("_", "-"): PRESET_DEFAULT if p.default is None else p.default
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        assert schema.PRESET_TABLES[name] == keywords, name
+    assert set(schema.SPEEDS) == set(SPEED_MODELS)
+    assert schema.MODELS == MODEL_NAMES
+    taken = {f"partition.{p.replace('_', '-')}" for s in SCHEMES for p in scheme_parameters(s)}
+    assert {k for k in DEFAULTS if k.startswith("partition.")} - taken == {"partition.scheme"}
 
 
 def test_every_preset_builds_from_the_defaults():
@@ -86,21 +109,27 @@ def test_hyperparameters_reach_the_preset():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"strategy": "fedavg"}, "allowed: gsgm, asgd"),
-        ({"partition.scheme": "zipf"}, "allowed: iid, dirichlet"),
-        ({"clock.type": "wall"}, "allowed: virtual, real"),
-        ({"clock.speed": "fast"}, "allowed:"),
-        ({"correlate": "yes"}, "allowed: none, few-classes-fast"),
+        ({"strategy": "fedavg"}, "'strategy' must be one of 'gsgm', 'asgd'"),
+        ({"partition.scheme": "zipf"}, "must be one of 'iid', 'dirichlet'"),
+        ({"partition.alpha": -1}, "'partition.alpha' must be a finite number > 0, got -1"),
+        ({"clock.type": "wall"}, "one of 'virtual', 'real', got 'wall'"),
+        ({"clock.speed": "fast"}, "'clock.speed' must be one of 'lognormal'"),
+        ({"correlate": "yes"}, "one of 'none', 'few-classes-fast'"),
         ({"clock.type": "real", "correlate": "few-classes-fast"}, "needs clock.type"),
-        ({"num-rounds": "ten"}, "'num-rounds' must be an integer, got 'ten'"),
-        ({"num-rounds": 0}, "'num-rounds' must be an integer >= 1"),
-        ({"lr": "fast"}, "'lr' must be a number"),
+        ({"num-rounds": "ten"}, "'num-rounds' must be an integer >= 1, got 'ten'"),
+        ({"num-nodes": 0}, "run config 'num-nodes' must be an integer >= 1, got 0"),
+        ({"lr": "fast"}, "'lr' must be a finite number >= 0"),
         ({"federated-evaluation": 1}, "must be true or false"),
         ({"max-updates": -1}, "'max-updates' must be an integer >= 0"),
-        ({"target-accuracy": 1.5}, "must lie in [0, 1]"),
-        ({"timeout": 0}, "'timeout' must be > 0"),
+        ({"target-accuracy": 1.5}, "must be a finite number in [0, 1]"),
+        ({"timeout": 0}, "'timeout' must be a finite number > 0"),
+        ({"model": "vgg"}, "'model' must be one of 'auto', 'cnn'"),
+        ({"seed": -1}, "'seed' must be an integer >= 0"),
+        ({"output-dir": 3}, "'output-dir' must be a string"),
         ({"local-steps": 0, "local-epochs": 0}, "local-epochs >= 1"),
-        ({"num_rounds": 3}, "unknown run config key(s) ['num_rounds']"),
+        ({"num_rounds": 3}, "unknown run config key 'num_rounds': did you mean 'num-rounds'?"),
+        ({"gsgm.speed": 3}, "'gsgm.speed': allowed: gsgm.lr, gsgm.momentum"),
+        ({"gsgm.momentum": [1]}, "'gsgm.momentum' must be a number, true/false or a string"),
     ],
 )
 def test_bad_values_say_what_is_allowed(overrides, message):
@@ -109,12 +138,19 @@ def test_bad_values_say_what_is_allowed(overrides, message):
     assert message in str(error.value)
 
 
+def test_values_are_typed_and_names_normalised():
+    config = parse_run_config({"lr": 1, "strategy": "GSGM", "partition.scheme": "label-skew"})
+    assert config.values["lr"] == 1.0 and isinstance(config.values["lr"], float)
+    assert config.strategy == "gsgm" and config.data.scheme == "label_skew"
+    assert dict(config.data.params) == {"classes_per_partition": 2}
+
+
 def test_bad_hyperparameters_and_unknown_datasets_are_named():
     config = parse_run_config({"gsgm.momentum": 1.5})
     with pytest.raises(ValueError, match="strategy 'gsgm': momentum"):
         server_app.build_strategy(config, clock=None)
     with pytest.raises(ValueError, match="unknown dataset 'emnist'; choose one of: mnist"):
-        handlers.load_node_data({"partition-id": 0, "num-partitions": 2}, {"dataset": "emnist"})
+        load_node_data({"partition-id": 0, "num-partitions": 2}, {"dataset": "emnist"})
 
 
 def test_budgets_of_zero_are_off_and_train_config_sends_steps_or_epochs():
@@ -141,8 +177,8 @@ def test_query_identifies_the_node_by_its_partition():
     )
     reply = client_app(query, ctx)
     metrics = dict(reply.content.metric_records["metrics"])
-    spec = handlers.DataSpec.from_config({})
-    parts = spec.partitions(handlers.cached_dataset("mnist", ""), 4)
+    spec = DataSpec.from_config({})
+    parts = spec.split(cached_dataset("mnist", "").train.labels.numpy(), 4)
     assert metrics == {"partition-id": 2, "num-examples": len(parts[2])}
     other = Message(
         RecordDict({"config": ConfigRecord({"x": 1})}), dst_node_id=1, message_type="query"
@@ -177,9 +213,9 @@ def test_train_replies_trained_weights_under_the_same_keys_reproducibly():
 
 def test_task_config_overrides_the_run_config_and_epochs_win_when_sent():
     run_config = {"local-steps": 5, "batch-size": 8}
-    by_run = handlers.TrainSpec.from_configs({}, run_config)
+    by_run = TrainSpec.from_configs({}, run_config)
     assert (by_run.steps, by_run.epochs, by_run.batch_size) == (5, None, 8)
-    by_task = handlers.TrainSpec.from_configs({"local-epochs": 1, "batch-size": 4}, run_config)
+    by_task = TrainSpec.from_configs({"local-epochs": 1, "batch-size": 4}, run_config)
     assert (by_task.steps, by_task.epochs, by_task.batch_size) == (None, 1, 4)
     reply = client_app(
         train_message({"local-steps": 2, "batch-size": 4}), context(run_config=run_config)
@@ -214,10 +250,10 @@ def test_a_device_reads_its_own_data_dir(tmp_path):
             pixels = rng.integers(0, 256, size=(12, 12), dtype=np.uint8)
             Image.fromarray(pixels, mode="L").save(tmp_path / label / f"{k}.png")
     node_config = {"data-dir": f"imagefolder:{tmp_path}", "partition-id": 7}
-    node = handlers.load_node_data(node_config, {})
+    node = load_node_data(node_config, {})
     assert (len(node.train_index), len(node.test_index), node.partition_id) == (16, 4, 7)
-    spec = handlers.DataSpec.from_config({})
-    model = handlers.new_model(spec, node.data)
+    spec = DataSpec.from_config({})
+    model = new_model(spec, node.data)
     record = to_record(list(model.state_dict()), [t.numpy() for t in model.state_dict().values()])
     ctx = context(node_config=node_config)
     reply = client_app(train_message({**FAST, "task-seed": 1}, record), ctx)
@@ -226,9 +262,9 @@ def test_a_device_reads_its_own_data_dir(tmp_path):
 
 def test_a_node_without_partition_or_data_dir_is_told_what_to_set():
     with pytest.raises(ValueError, match="needs partition-id and num-partitions"):
-        handlers.load_node_data({}, {})
+        load_node_data({}, {})
     with pytest.raises(ValueError, match="partition-id must lie in"):
-        handlers.load_node_data({"partition-id": 4, "num-partitions": 4}, {})
+        load_node_data({"partition-id": 4, "num-partitions": 4}, {})
 
 
 # ------------------------------------------------------------------------------ the ServerApp
@@ -272,6 +308,7 @@ def test_server_run_writes_history_and_plots_and_is_reproducible(tmp_path):
         "staleness.png",
     ]
     assert history["num-updates"] == 8 and history["stopped-by"] == "budget"
+    assert isinstance(history["stop-detail"], str)
     assert [e["server-step"] for e in history["evaluations"]] == [0, 4, 8]
     assert history["final-accuracy"] == history["evaluations"][-1]["accuracy"]
     assert history["config"]["strategy"] == "gsgm" and history["config"]["num-nodes"] == 4
@@ -324,25 +361,3 @@ def test_results_are_strict_json_and_plots_label_the_clock(tmp_path):
     paths = results.write_results(tmp_path, history)
     assert json.loads(paths[0].read_text())["evaluations"][0]["loss"] is None
     assert all(p.stat().st_size > 1000 for p in paths[1:])
-
-
-# ----------------------------------------------------------------------------------- launcher
-def test_launcher_rejects_bad_config_before_starting_anything(tmp_path, capsys):
-    assert launch.main(["--run-config", "strategy='fedprox'", "--app", str(ROOT)]) == 2
-    assert "allowed: gsgm" in capsys.readouterr().out
-    assert launch.main(["--run-config", "gsgm.slack=-1", "--app", str(ROOT)]) == 2
-    assert launch.main(["--run-config", "strategy=gsgm", "--app", str(ROOT)]) == 2
-    assert "invalid format" in capsys.readouterr().out  # a string without quotes
-    assert launch.main(["--app", str(tmp_path)]) == 2
-    assert "no pyproject.toml" in capsys.readouterr().out
-
-
-def test_launcher_finds_every_process_below_one():
-    import os
-
-    assert launch._descendants(os.getppid()) and os.getpid() in launch._descendants(os.getppid())
-    assert launch._run_config("num-rounds=3 strategy='asgd' partition.alpha=0.5") == {
-        "num-rounds": 3,
-        "strategy": "asgd",
-        "partition.alpha": 0.5,
-    }

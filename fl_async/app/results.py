@@ -12,15 +12,20 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.bench.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.strategies import AsyncResult
 
 HISTORY = "history.json"
 ACCURACY_PLOT = "accuracy.png"
 STALENESS_PLOT = "staleness.png"
+_FIGURE_SIZE = (6.4, 4.0)  # inches
 
 
 def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
     """The run as plain JSON values: ``info`` (keys hyphenated) then what ``result`` holds.
+
+    ``stopped-by`` is why the run ended (a budget, the target, or a reason in ``FAILED_STOPS``
+    when it could not make progress) and ``stop-detail`` says it in words.
 
     ``evaluations`` has one entry per central evaluation (``server-step``, ``accuracy``,
     ``loss``, ``virtual-time``, ``wall-time``, ``num-updates``); ``updates`` one per reply, in
@@ -41,6 +46,7 @@ def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
     return {
         **{key.replace("_", "-"): value for key, value in info.items()},
         "stopped-by": result.stopped_by,
+        "stop-detail": result.stop_detail,
         "num-updates": result.num_updates,
         "server-steps": result.server_steps,
         "virtual-time": result.virtual_time,
@@ -67,40 +73,26 @@ def write_results(directory: Path, history: Mapping[str, Any]) -> list[Path]:
 
 def plot_accuracy(history: Mapping[str, Any], path: Path) -> None:
     """Central test accuracy against virtual time (wall time when the clock is real)."""
-    figure, axes = _figure()
+    figure = new_figure(_FIGURE_SIZE)
+    axes = figure.add_subplot()
     virtual = history.get("config", {}).get("clock.type", "virtual") == "virtual"
     time_key = "virtual-time" if virtual else "wall-time"
     points = [e for e in history["evaluations"] if "accuracy" in e]
     axes.plot(
         [e[time_key] for e in points], [e["accuracy"] for e in points], marker="o", markersize=3
     )
-    axes.set_xlabel("virtual time (s)" if virtual else "wall time (s)")
-    axes.set_ylabel("test accuracy")
-    axes.set_ylim(0, 1)
-    axes.grid(alpha=0.3)
+    accuracy_axes(axes, "virtual time (s)" if virtual else "wall time (s)")
     axes.set_title(_title(history))
-    _save(figure, path)
+    save_figure(figure, path)
 
 
 def plot_staleness(history: Mapping[str, Any], path: Path) -> None:
     """Histogram of the staleness (server steps) of every update the server received."""
-    from matplotlib.ticker import MaxNLocator
-
-    figure, axes = _figure()
-    staleness = np.array([u["staleness"] for u in history["updates"]], dtype=np.int64)
-    if staleness.size:
-        bins = np.arange(staleness.max() + 2) - 0.5
-        counts, _, _ = axes.hist(staleness, bins=bins, rwidth=0.85)
-        axes.set_ylim(0, 1.25 * counts.max())  # room for the legend above the bars
-        label = f"mean {staleness.mean():.2f}, max {staleness.max()}"
-        axes.axvline(staleness.mean(), color="black", linestyle="--", linewidth=1, label=label)
-        axes.legend(loc="upper right", framealpha=0.9)
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("staleness (server steps)")
-    axes.set_ylabel("updates")
-    axes.set_title(_title(history))
-    _save(figure, path)
+    figure = new_figure(_FIGURE_SIZE)
+    axes = figure.add_subplot()
+    summary = staleness_histogram(axes, [u["staleness"] for u in history["updates"]])
+    axes.set_title(f"{_title(history)}\nstaleness: {summary}")
+    save_figure(figure, path)
 
 
 def _title(history: Mapping[str, Any]) -> str:
@@ -112,20 +104,6 @@ def _title(history: Mapping[str, Any]) -> str:
         f"{config.get('strategy', '').upper()} on {config.get('dataset', '')}, "
         f"{history.get('num-nodes', '?')} nodes, {scheme}"
     )
-
-
-def _figure() -> tuple[Any, Any]:
-    # The Agg canvas directly, not pyplot: no GUI backend, no global figure registry.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure, figure.add_subplot()
-
-
-def _save(figure: Any, path: Path) -> None:
-    figure.savefig(path, dpi=120)
 
 
 def _write_json(path: Path, value: Mapping[str, Any]) -> None:

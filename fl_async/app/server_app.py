@@ -22,16 +22,17 @@ from flwr.serverapp import Grid, ServerApp
 from torch import nn
 
 from fl_async.app.config import AppConfig, parse_run_config
+from fl_async.app.extras import require
 from fl_async.app.results import history_of, write_results
 from fl_async.clients import training
-from fl_async.clients.client_app import cached_dataset, new_model
 from fl_async.clients.device import select_device
+from fl_async.clients.node_data import cached_dataset, new_model
 from fl_async.data import FederatedData, ImageSet
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
 from fl_async.scheduling import VirtualClock, ranking_by_classes
-from fl_async.strategies import PRESETS, AsyncStrategy
+from fl_async.strategies import PRESETS, AsyncResult, AsyncStrategy
 
 app = ServerApp()
 
@@ -59,16 +60,16 @@ class CentralEvaluation:
 
 def run(grid: Grid, config: AppConfig) -> Path:
     """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
+    require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
     output = output_directory(config)
-    device = select_device(config.device)
     data = cached_dataset(config.data.dataset, config.data.root)
     # The server splits the labels as the nodes do, for the speed ranking and the history.
-    parts = config.data.partitions(data, config.num_nodes)
-    counts = count_matrix(data.train.labels.numpy(), parts)
+    labels = data.train.labels.numpy()
+    parts = config.data.split(labels, config.num_nodes)
+    counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
     strategy = build_strategy(config, clock=clock, output=output)
     model = new_model(config.data, data, seed=config.seed)
-    initial = to_record(list(model.state_dict()), get_weights(model))
     log(
         INFO,
         "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
@@ -76,18 +77,7 @@ def run(grid: Grid, config: AppConfig) -> Path:
         config.data.scheme, config.clock, output,
     )  # fmt: skip
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    result = strategy.start(
-        grid,
-        initial,
-        num_rounds=config.num_rounds,
-        timeout=config.timeout,
-        train_config=ConfigRecord(config.train_config()),
-        evaluate_fn=CentralEvaluation(model, data.test, device),
-        max_updates=config.max_updates,
-        max_virtual_time=config.max_virtual_time,
-        max_wall_time=config.max_wall_time,
-        target_accuracy=config.target_accuracy,
-    )
+    result = _train(strategy, grid, config, model, data.test)
     history = history_of(
         result,
         config={**config.values, "output-dir": str(output)},
@@ -111,6 +101,25 @@ def run(grid: Grid, config: AppConfig) -> Path:
         result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
     )  # fmt: skip
     return output
+
+
+def _train(
+    strategy: AsyncStrategy, grid: Grid, config: AppConfig, model: nn.Module, test: ImageSet
+) -> AsyncResult:
+    """``strategy.start`` from ``model``'s weights with the run's budgets, evaluating the global
+    model centrally on ``test``."""
+    return strategy.start(
+        grid,
+        to_record(list(model.state_dict()), get_weights(model)),
+        num_rounds=config.num_rounds,
+        timeout=config.timeout,
+        train_config=ConfigRecord(config.train_config()),
+        evaluate_fn=CentralEvaluation(model, test, select_device(config.device)),
+        max_updates=config.max_updates,
+        max_virtual_time=config.max_virtual_time,
+        max_wall_time=config.max_wall_time,
+        target_accuracy=config.target_accuracy,
+    )
 
 
 def output_directory(config: AppConfig) -> Path:

@@ -1,0 +1,118 @@
+"""Every check ``python -m fl_async.app`` makes before it starts anything.
+
+The run config (every key, and the chosen preset's own hyperparameters, by building the
+strategy), the dataset (present and readable: its training labels are read), the split of those
+labels into ``num-nodes`` partitions (by the partitioner itself), the clock, and the packages of
+the simulation extra. A bad setting costs one line and exit code 2, not a SuperLink, a Ray
+cluster and a traceback from inside the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+from flwr.common.config import parse_config_args
+
+from fl_async.app.config import AppConfig, parse_run_config
+from fl_async.app.extras import INSTALL_SIMULATION, require
+from fl_async.app.server_app import build_strategy, make_clock
+from fl_async.clients.device import select_device
+from fl_async.config import DataSpec
+from fl_async.data import HUB_IDS, load_labels
+from fl_async.partitioning import count_matrix
+from fl_async.validation import InvalidArgument, check_int
+
+_CLOCK_KEYS = ("clock.speed", "clock.sigma", "clock.jitter", "clock.trace", "correlate")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked run: the app directory, the number of nodes, the config and the output."""
+
+    app_dir: Path
+    nodes: int
+    config: AppConfig
+    output: Path
+
+
+def prepare(args: argparse.Namespace) -> Plan:
+    """Check the command line and everything it sets; ValueError, TypeError or ImportError
+    (one line) name what is wrong and what is allowed."""
+    app_dir = Path(args.app).expanduser().resolve()
+    if not (app_dir / "pyproject.toml").is_file():
+        raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
+    check_int("--actors", args.actors, minimum=1)
+    overrides = parse_overrides(args.run_config)
+    if args.nodes is not None:
+        overrides["num-nodes"] = check_int("--nodes", args.nodes, minimum=1)
+    config = parse_run_config(overrides)
+    require("python -m fl_async.app", "ray", "matplotlib")
+    output = Path(config.output_dir or _default_output(app_dir, config.strategy, config.seed))
+    output = output.expanduser().resolve()
+    check_server_side(config, output)
+    return Plan(app_dir=app_dir, nodes=config.num_nodes, config=config, output=output)
+
+
+def parse_overrides(text: str) -> dict[str, Any]:
+    """``--run-config`` parsed as ``flwr run`` parses it; InvalidArgument if it cannot be."""
+    try:
+        return parse_config_args([text]) if text.strip() else {}
+    except click.ClickException as error:
+        raise InvalidArgument(f"--run-config {text!r}: {error.message}") from error
+
+
+def check_server_side(config: AppConfig, output: Path) -> None:
+    """What the ServerApp does first, without a grid: pick the device, read the dataset's
+    labels, split them, build the clock and the strategy (which checks the preset's
+    hyperparameters)."""
+    try:
+        select_device(config.device)
+    except (RuntimeError, ValueError) as error:
+        raise InvalidArgument(f"run config 'device' = {config.device!r}: {error}") from error
+    labels = _labels(config.data)
+    parts = _split(config, labels)
+    try:
+        clock = make_clock(config, count_matrix(labels, parts))
+    except (ValueError, TypeError) as error:
+        settings = ", ".join(f"{key} = {config.values[key]!r}" for key in _CLOCK_KEYS)
+        raise InvalidArgument(f"run config {settings}: {error}") from error
+    build_strategy(config, clock=clock, output=output)
+
+
+def _labels(data: DataSpec) -> np.ndarray:
+    try:
+        return load_labels(data.dataset, root=data.root or None)
+    except ImportError as error:
+        raise InvalidArgument(
+            f"run config 'dataset' = {data.dataset!r}: {error}; {INSTALL_SIMULATION}"
+        ) from error
+    except (OSError, ValueError, RuntimeError) as error:
+        fetch = ""
+        if isinstance(error, FileNotFoundError) and data.dataset in HUB_IDS:
+            fetch = (
+                '; fetch it once with: python -c "from fl_async.data import load_dataset; '
+                f"load_dataset('{data.dataset}', download=True)\" (docs/data.md)"
+            )
+        raise InvalidArgument(f"run config 'dataset' = {data.dataset!r}: {error}{fetch}") from error
+
+
+def _split(config: AppConfig, labels: np.ndarray) -> list[np.ndarray]:
+    try:
+        return config.data.split(labels, config.num_nodes)
+    except (ValueError, TypeError) as error:
+        raise InvalidArgument(
+            f"cannot split {config.data.dataset!r} ({labels.size} training examples) into "
+            f"num-nodes = {config.num_nodes} partitions with partition.scheme = "
+            f"{config.data.scheme!r}: {error}"
+        ) from error
+
+
+def _default_output(app_dir: Path, strategy: str, seed: int) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return app_dir / "outputs" / f"{strategy}-seed{seed}-{stamp}"

@@ -1,0 +1,139 @@
+"""The launcher without starting anything: ``python -m fl_async.app`` and ``fl-async run``
+refuse every bad setting with one line and exit code 2, and the verdict on a finished run
+(exit 1 when it could not make progress)."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fl_async import cli
+from fl_async.app import launch, outcome, preflight, superlink
+from fl_async.app.extras import require
+from fl_async.app.results import HISTORY
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _no_superlink(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a bad setting must be refused before a SuperLink starts")
+
+    monkeypatch.setattr(superlink, "start_superlink", refuse)
+
+
+def refused(capsys, *argv, main=launch.main):
+    """The one line a refused command printed (it must exit 2)."""
+    assert main([*argv, "--app", str(ROOT)]) == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--run-config", "partition.alpha=-1"], "'partition.alpha' must be a finite number > 0"),
+        (["--run-config", "num-nodes=0"], "run config 'num-nodes' must be an integer >= 1, got 0"),
+        (["--nodes", "0"], "--nodes must be an integer >= 1, got 0"),
+        (["--actors", "0"], "--actors must be an integer >= 1, got 0"),
+        (
+            ["--nodes", "10000"],
+            "cannot split 'mnist' (4000 training examples) into num-nodes = 10000 partitions",
+        ),
+        (
+            ["--run-config", "partition.scheme='label_skew' partition.classes-per-partition=11"],
+            "partition.scheme = 'label_skew'",
+        ),
+        (["--run-config", "num_rounds=3"], "unknown run config key 'num_rounds': did you mean"),
+        (["--run-config", "asgd.momentum=0.5"], "'asgd.momentum': allowed: asgd.lr, asgd.stale"),
+        (["--run-config", "strategy='fedprox'"], "'strategy' must be one of 'gsgm', 'asgd'"),
+        (["--run-config", "gsgm.slack=-1"], "strategy 'gsgm'"),
+        (["--run-config", "clock.speed='trace'"], "clock.speed = 'trace'"),
+        (["--run-config", "device='tpu'"], "run config 'device' = 'tpu': unknown device"),
+        (["--run-config", "strategy=gsgm"], "invalid format"),  # a string without quotes
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_code_2(capsys, argv, message):
+    assert message in refused(capsys, *argv)
+
+
+def test_a_missing_dataset_is_named_with_how_to_fetch_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FL_ASYNC_DATA", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    line = refused(capsys, "--run-config", "dataset='cifar10'")
+    assert "run config 'dataset' = 'cifar10'" in line
+    assert str(tmp_path / "cifar-10-batches-py") in line
+    assert "load_dataset('cifar10', download=True)" in line
+    assert "'emnist'" in refused(capsys, "--run-config", "dataset='emnist'")
+
+
+def test_an_app_directory_is_needed(tmp_path, capsys):
+    assert launch.main(["--app", str(tmp_path)]) == 2
+    assert "no pyproject.toml" in capsys.readouterr().out
+
+
+def test_checkpoints_pass_the_checks_with_the_output_directory(tmp_path):
+    text = f"checkpoint-every=10 output-dir='{tmp_path / 'run'}'"
+    args = launch.build_parser().parse_args(["--app", str(ROOT), "--run-config", text])
+    plan = preflight.prepare(args)
+    assert plan.config.checkpoint_every == 10 and plan.output == (tmp_path / "run").resolve()
+    assert not plan.output.exists()  # nothing is created before the run starts
+    default = preflight.prepare(launch.build_parser().parse_args(["--app", str(ROOT)]))
+    assert default.output.parent == ROOT / "outputs" and default.nodes == 20
+
+
+def test_fl_async_run_is_the_same_command(capsys):
+    line = refused(capsys, "run", "--run-config", "num-nodes=0", main=cli.main)
+    assert "run config 'num-nodes' must be an integer >= 1, got 0" in line
+    for argv, shown in ((["run", "--help"], "--run-config"), (["--help"], "run  ")):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        text = capsys.readouterr().out
+        assert done.value.code == 0 and shown in text
+        assert "``" not in text  # plain text, not reStructuredText
+    assert cli.main([]) == 2 and "run  " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        launch.main(["--help"])
+    assert "``" not in capsys.readouterr().out
+
+
+def write_history(output: Path, status="finished:completed", age=0.0, **record):
+    output.mkdir(parents=True, exist_ok=True)
+    (output / HISTORY).write_text(json.dumps(record))
+    started = time.time() + age
+    return outcome.verdict(status, output, started)
+
+
+def test_the_verdict_reads_the_history(tmp_path):
+    assert write_history(tmp_path / "a", age=-5, **{"stopped-by": "budget"})[0] == 0
+    code, line = write_history(
+        tmp_path / "b",
+        age=-5,
+        **{"stopped-by": "no-active-nodes", "stop-detail": "every node left:\n0 raised"},
+    )
+    assert code == 1 and "\n" not in line
+    assert "could not make progress (no-active-nodes: every node left: 0 raised)" in line
+    assert write_history(tmp_path / "c", "finished:failed", age=-5)[0] == 1
+    # A history older than the run is an earlier run's.
+    assert write_history(tmp_path / "d", age=+5, **{"stopped-by": "budget"})[0] == 1
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / HISTORY).write_text("{not json")
+    assert outcome.verdict("finished:completed", tmp_path / "e", time.time() - 5)[0] == 1
+
+
+def test_a_missing_optional_package_names_the_extra():
+    with pytest.raises(ModuleNotFoundError, match=r"no_such_module_here .*fl-async\[simulation\]"):
+        require("this tool", "json", "no_such_module_here")
+
+
+def test_the_superlink_tree_and_the_run_config_parser():
+    assert os.getpid() in superlink.descendants(os.getppid())
+    assert preflight.parse_overrides("num-rounds=3 strategy='asgd' partition.alpha=0.5") == {
+        "num-rounds": 3,
+        "strategy": "asgd",
+        "partition.alpha": 0.5,
+    }
