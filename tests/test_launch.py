@@ -4,6 +4,8 @@ refuse every bad setting with one line and exit code 2, and the verdict on a fin
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,3 +139,13 @@ def test_the_superlink_tree_and_the_run_config_parser():
         "strategy": "asgd",
         "partition.alpha": 0.5,
     }
+
+
+def test_no_flwr_ls_once_the_superlink_is_gone(tmp_path):
+    """flwr ls would start a detached SuperLink of its own on our ports, which nothing stops."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    env = {"PATH": str(tmp_path)}  # no flwr here: calling it would fail the test
+    status = launch._status(7, gone, env, cwd=tmp_path)
+    assert status == "unknown (the SuperLink exited with code 0)"
+    assert launch._status(None, gone, env, cwd=tmp_path) == "not started"

@@ -110,7 +110,7 @@ def _launch(plan: Plan, args: argparse.Namespace) -> int:
     )
     try:
         run_id = _flwr_run(plan, args, env)
-        status = _status(run_id, env, cwd=plan.app_dir) if run_id is not None else "not started"
+        status = _status(run_id, process, env, cwd=plan.app_dir)
     except KeyboardInterrupt:
         print("fl-async: interrupted; stopping the SuperLink and the simulation")
         return 130
@@ -165,8 +165,14 @@ def _flwr_run(plan: Plan, args: argparse.Namespace, env: dict[str, str]) -> int 
     return run_id
 
 
-def _status(run_id: int, env: dict[str, str], *, cwd: Path) -> str:
+def _status(run_id: int | None, link: subprocess.Popen, env: dict[str, str], *, cwd: Path) -> str:
     """The run's status as ``flwr ls`` reports it (e.g. ``finished:completed``)."""
+    if run_id is None:
+        return "not started"
+    if link.poll() is not None:
+        # flwr ls finding no SuperLink on our ports would start a detached one there, which
+        # nothing would stop.
+        return f"unknown (the SuperLink exited with code {link.returncode})"
     listed = subprocess.run(
         ["flwr", "ls", "local", "--run-id", str(run_id), "--format", "json"],
         env=env,

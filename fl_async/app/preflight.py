@@ -96,10 +96,12 @@ def _labels(data: DataSpec) -> np.ndarray:
         fetch = ""
         if isinstance(error, FileNotFoundError) and data.dataset in HUB_IDS:
             fetch = (
-                '; fetch it once with: python -c "from fl_async.data import load_dataset; '
+                '; from a shell: python -c "from fl_async.data import load_dataset; '
                 f"load_dataset('{data.dataset}', download=True)\" (docs/data.md)"
             )
-        raise InvalidArgument(f"run config 'dataset' = {data.dataset!r}: {error}{fetch}") from error
+        problem = str(error).rstrip(".")
+        key = f"run config 'dataset' = {data.dataset!r}"
+        raise InvalidArgument(f"{key}: {problem}{fetch}") from error
 
 
 def _split(config: AppConfig, labels: np.ndarray) -> list[np.ndarray]:
