@@ -13,8 +13,8 @@ import pytest
 
 from fl_async import cli
 from fl_async.app import launch, outcome, preflight, superlink
-from fl_async.app.extras import require
 from fl_async.app.results import HISTORY
+from fl_async.extras import require
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,11 +20,11 @@ import numpy as np
 from flwr.common.config import parse_config_args
 
 from fl_async.app.config import AppConfig, parse_run_config
-from fl_async.app.extras import INSTALL_SIMULATION, require
 from fl_async.app.server_app import build_strategy, make_clock
 from fl_async.clients.device import select_device
 from fl_async.config import DataSpec
 from fl_async.data import HUB_IDS, load_labels
+from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
 from fl_async.validation import InvalidArgument, check_int
 

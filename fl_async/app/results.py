@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fl_async.bench.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
+from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.strategies import AsyncResult
 
 HISTORY = "history.json"

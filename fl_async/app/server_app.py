@@ -22,12 +22,12 @@ from flwr.serverapp import Grid, ServerApp
 from torch import nn
 
 from fl_async.app.config import AppConfig, parse_run_config
-from fl_async.app.extras import require
 from fl_async.app.results import history_of, write_results
 from fl_async.clients import training
 from fl_async.clients.device import select_device
 from fl_async.clients.node_data import cached_dataset, new_model
 from fl_async.data import FederatedData, ImageSet
+from fl_async.extras import require
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record

@@ -19,6 +19,7 @@ from pathlib import Path
 from fl_async.bench.report import REPORT, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
 from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
+from fl_async.extras import require
 from fl_async.validation import InvalidArgument, check_int, check_number
 
 DEFAULT_ROUNDS = 10
@@ -98,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         spec = build_spec(args)
-    except InvalidArgument as error:
+        if not args.report_only:
+            require("fl-async bench", "ray", "matplotlib")
+    except (InvalidArgument, ModuleNotFoundError) as error:
         print(f"fl-async bench: error: {error}", file=sys.stderr)
         return 2
     if not args.report_only:

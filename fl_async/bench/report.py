@@ -11,8 +11,8 @@ import numpy as np
 
 from fl_async.app.results import HISTORY
 from fl_async.bench import metrics
-from fl_async.bench.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, STRATEGIES
+from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 
 REPORT = "report.md"
 RESULTS = "results.json"

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn import functional
 
 from fl_async.data import ImageSet, Indices, as_index, iter_batches
+from fl_async.validation import InvalidArgument
 
 
 def train(
@@ -33,15 +34,10 @@ def train(
     ``proximal_mu`` > 0 adds ``(mu/2)·||w − w_start||²`` over the parameters (FedProx, FedAsync).
     The model ends on ``device`` (default: where its parameters already are).
     """
-    if (epochs is None) == (steps is None):
-        raise ValueError("give exactly one of epochs and steps")
-    if (epochs if epochs is not None else steps) < 1:
-        raise ValueError(f"epochs/steps must be at least 1, got epochs={epochs}, steps={steps}")
-    if proximal_mu < 0:
-        raise ValueError(f"proximal_mu must be non-negative, got {proximal_mu}")
+    _check_budget(epochs, steps, proximal_mu)
     index = as_index(indices, len(data))
     if len(index) == 0:
-        raise ValueError("cannot train on an empty partition")
+        raise InvalidArgument("cannot train on an empty partition")
     device = _device_of(model) if device is None else torch.device(device)
     model.to(device).train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -49,11 +45,49 @@ def train(
     optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     # A private generator: the order depends on ``seed`` only, never on torch's global state.
     generator = torch.Generator().manual_seed(seed)
+    batches = _schedule(data, index, epochs, steps, batch_size, generator, device)
+    loss, accuracy, processed, taken = _fit(
+        model, batches, optimizer, (params, start, proximal_mu), device
+    )
+    return {
+        "train-loss": loss,
+        "train-accuracy": accuracy,
+        "num-examples": len(index),
+        "examples-processed": processed,
+        "steps": taken,
+    }
+
+
+def _check_budget(epochs: int | None, steps: int | None, proximal_mu: float) -> None:
+    """Exactly one of ``epochs`` and ``steps``, at least 1; ``proximal_mu`` >= 0."""
+    if (epochs is None) == (steps is None):
+        raise InvalidArgument("give exactly one of epochs and steps")
+    if (epochs if epochs is not None else steps) < 1:
+        raise InvalidArgument(
+            f"epochs/steps must be at least 1, got epochs={epochs}, steps={steps}"
+        )
+    if proximal_mu < 0:
+        raise InvalidArgument(f"proximal_mu must be non-negative, got {proximal_mu}")
+
+
+def _fit(
+    model: nn.Module,
+    batches: Iterator,
+    optimizer: torch.optim.Optimizer,
+    proximal: tuple[list, list, float],
+    device: torch.device,
+) -> tuple[float, float, int, int]:
+    """One optimizer step per batch; the mean training loss and accuracy over all of them, the
+    examples processed and the steps taken.
+
+    ``proximal`` is ``(params, start, mu)``: ``(mu/2)·||w − w_start||²`` joins the objective
+    when ``start`` is not empty.
+    """
+    params, start, proximal_mu = proximal
     # Sums stay on the device; reading them once at the end avoids a sync per step on a GPU.
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     processed = taken = 0
-    batches = _schedule(data, index, epochs, steps, batch_size, generator, device)
     for x, y in batches:
         logits = model(x)
         loss = functional.cross_entropy(logits, y)
@@ -65,13 +99,7 @@ def train(
         correct += (logits.argmax(dim=1) == y).sum()
         processed += len(y)
         taken += 1
-    return {
-        "train-loss": float(loss_sum) / processed,
-        "train-accuracy": int(correct) / processed,
-        "num-examples": len(index),
-        "examples-processed": processed,
-        "steps": taken,
-    }
+    return float(loss_sum) / processed, int(correct) / processed, processed, taken
 
 
 @torch.no_grad()
@@ -87,7 +115,7 @@ def evaluate(
     ``data[indices]`` (all of ``data`` when None), in eval mode; the model's mode is restored."""
     index = as_index(indices, len(data))
     if len(index) == 0:
-        raise ValueError("cannot evaluate on no examples")
+        raise InvalidArgument("cannot evaluate on no examples")
     device = _device_of(model) if device is None else torch.device(device)
     was_training = model.training
     model.to(device).eval()

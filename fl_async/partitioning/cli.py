@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.extras import require
 from fl_async.validation import InvalidArgument
 
 from .metrics import heterogeneity
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fl-async partition``; return the exit code."""
     try:
         _check_paths(args)
+        if args.plot:
+            require("--plot", "matplotlib")
         name = scheme_name(args.scheme)
         params = _scheme_params(args, name)
         labels, origin = _labels(args)
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out:
             _save(args.out, parts, name, args.num_partitions, args.seed, params)
             print(f"wrote indices: {args.out}")
-    except (ValueError, TypeError, OSError) as error:
+    except (ValueError, TypeError, OSError, ModuleNotFoundError) as error:
         print(f"fl-async partition: error: {error}", file=sys.stderr)
         return 2
     return 0

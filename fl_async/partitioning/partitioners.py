@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import datasets
 import numpy as np
-from flwr_datasets.partitioner import Partitioner
 
+from fl_async.extras import require
 from fl_async.validation import InvalidArgument, check_int, check_number, check_seed
 
 from ._validation import check_at_most
 from .adapters import labels_of
 from .schemes import Partitions, partition, scheme_name, scheme_parameters
+
+require("flwr-datasets partitioners", "datasets", "flwr_datasets")
+import datasets  # noqa: E402 (after the check that names the extra to install)
+from flwr_datasets.partitioner import Partitioner  # noqa: E402
 
 
 class SchemePartitioner(Partitioner):
