@@ -361,3 +361,15 @@ def test_federated_evaluation_at_the_end():
     (step, metrics) = next(iter(result.evaluate_metrics_clientapp.items()))
     assert step == result.server_steps and metrics["loss"] > 0
     assert any(kind == "evaluate" for _, kind in grid.log)
+
+
+@pytest.mark.parametrize(("preset", "sent"), [(ASGD, False), (FedAsync, True)])
+def test_the_base_goes_only_to_rules_that_read_it(preset, sent):
+    nodes = quadratic_fleet(2, seed=4)
+    strategy = preset(clock=VirtualClock(seed=0), min_nodes=2)
+    seen = []
+    apply = strategy.aggregator.apply
+    strategy.aggregator.apply = lambda update: seen.append(update.base is not None) or apply(update)
+    floats_only = to_record(["w"], [np.zeros(5, np.float32)])  # no integer array to carry over
+    strategy.start(FakeGrid(nodes), floats_only, num_rounds=1, timeout=5, train_config=TRAIN)
+    assert seen == [sent, sent] and strategy.aggregator.reads_base == sent

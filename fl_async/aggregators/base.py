@@ -110,6 +110,13 @@ class Aggregator(abc.ABC):
         return self._model()
 
     @property
+    def reads_base(self) -> bool:
+        """Whether ``apply`` reads an update's base: the rule uses it (``needs_base``), or the
+        model has non-floating arrays, whose new value is ``base - delta``. A caller may leave
+        the base out otherwise, and save the pass that checks it."""
+        return self.needs_base or bool(self._other)
+
+    @property
     def version(self) -> int:
         """The number of server steps taken so far."""
         return self._version
@@ -336,7 +343,7 @@ class Aggregator(abc.ABC):
             update,
             model,
             max_staleness=self.max_staleness,
-            base_required=self.needs_base or bool(self._other),
+            base_required=self.reads_base,
         )
         weight = float(self.staleness(int(update.staleness)))
         if not math.isfinite(weight) or weight < 0:

@@ -76,7 +76,8 @@ class ReplyHandling:
             return None
         delta = parsed.arrays if parsed.is_pseudo_gradient else _difference(base, parsed.arrays)
         update = ClientUpdate(
-            node_id=task.stable_id, delta=delta, base=base, iteration=task.iteration,
+            node_id=task.stable_id, delta=delta, iteration=task.iteration,
+            base=base if self.aggregator.reads_base else None,  # the server's own copy: finite
             staleness=self.aggregator.version - task.base_version,
             num_examples=parsed.num_examples,
         )  # fmt: skip
