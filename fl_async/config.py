@@ -129,6 +129,7 @@ SERVER_KEYS: dict[str, Key] = {
     "max-wall-time": Key(0.0, _number()),
     "target-accuracy": Key(0.0, _number(maximum=1.0)),
     "eval-every": Key(0, _integer(0)),
+    "eval-grid": Key(0, _integer(0)),
     "max-in-flight": Key(0, _integer(0)),
     "timeout": Key(600.0, _number(positive=True)),
     "federated-evaluation": Key(False, _flag),

@@ -323,6 +323,17 @@ def test_server_run_writes_history_and_plots_and_is_reproducible(tmp_path):
     assert comparable(again) == comparable(history)
 
 
+def test_the_grid_of_virtual_times_reaches_the_history(tmp_path):
+    budget = {"max-updates": 0, "num-rounds": 50, "max-virtual-time": 200.0, "eval-grid": 4}
+    history, _ = run_in_memory(tmp_path, "grid", strategy="asgd", **budget)
+    grid = history["grid-evaluations"]
+    assert [g["index"] for g in grid] == [1, 2, 3, 4]
+    assert [g["virtual-time"] for g in grid] == [50.0, 100.0, 150.0, 200.0]
+    assert all(0 <= g["accuracy"] <= 1 for g in grid)
+    applied = [u["virtual-time"] for u in history["updates"]]
+    assert all(g["server-step"] == sum(t <= g["virtual-time"] for t in applied) for g in grid)
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_runs_from_the_run_config(tmp_path, name):
     history, _ = run_in_memory(tmp_path, name, num_nodes=2, strategy=name, **{"max-updates": 2})

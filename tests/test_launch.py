@@ -57,6 +57,7 @@ def refused(capsys, *argv, main=launch.main):
         (["--run-config", "clock.speed='trace'"], "clock.speed = 'trace'"),
         (["--run-config", "device='tpu'"], "run config 'device' = 'tpu': unknown device"),
         (["--run-config", "strategy=gsgm"], "invalid format"),  # a string without quotes
+        (["--run-config", "eval-grid=40"], "'eval-grid' = 40 needs a virtual clock and max-vir"),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_code_2(capsys, argv, message):

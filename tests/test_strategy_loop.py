@@ -373,3 +373,51 @@ def test_the_base_goes_only_to_rules_that_read_it(preset, sent):
     floats_only = to_record(["w"], [np.zeros(5, np.float32)])  # no integer array to carry over
     strategy.start(FakeGrid(nodes), floats_only, num_rounds=1, timeout=5, train_config=TRAIN)
     assert seen == [sent, sent] and strategy.aggregator.reads_base == sent
+
+
+def step_of(step, arrays):
+    return MetricRecord({"evaluated-step": step})
+
+
+def test_the_grid_evaluates_the_model_in_force_at_equally_spaced_virtual_times():
+    nodes = quadratic_fleet(4, seed=6)
+    strategy = ASGD(clock=VirtualClock(seed=2), min_nodes=4, eval_grid=5)
+    result, _ = run(strategy, nodes, num_rounds=100, max_virtual_time=300.0, evaluate_fn=step_of)
+    grid = result.evaluate_metrics_grid
+    assert sorted(grid) == [1, 2, 3, 4, 5]
+    finishes = [r["virtual-time"] for r in result.train_metrics_clientapp.values()]
+    for index, record in grid.items():
+        at = 300.0 * index / 5
+        assert record["virtual-time"] == at
+        # the version in force: every update applied at or before that time, none after
+        assert record["server-step"] == record["evaluated-step"]
+        assert record["server-step"] == sum(1 for f in finishes if f <= at)
+
+
+def test_a_grid_needs_a_clock_and_a_virtual_budget():
+    with pytest.raises(ValueError, match="eval_grid needs a clock"):
+        ASGD(eval_grid=4)
+    strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=2, eval_grid=4)
+    with pytest.raises(ValueError, match="eval_grid needs start\\(max_virtual_time"):
+        run(strategy, quadratic_fleet(2), num_rounds=1)
+
+
+def test_a_resumed_run_keeps_its_grid(tmp_path):
+    def make(directory=None):
+        every = 3 if directory else None
+        return GSGM(clock=VirtualClock(seed=5), min_nodes=4, seed=3, eval_grid=6,
+                    checkpoint_dir=directory, checkpoint_every=every)  # fmt: skip
+
+    full, _ = run(make(), quadratic_fleet(4, seed=12), num_rounds=50, max_virtual_time=1500.0,
+                  evaluate_fn=step_of)  # fmt: skip
+    nodes = quadratic_fleet(4, seed=12)
+    first, _ = run(make(tmp_path), nodes, num_rounds=50, max_virtual_time=1500.0,
+                   max_updates=6, evaluate_fn=step_of)  # fmt: skip
+    assert 0 < len(first.evaluate_metrics_grid) < 6  # stopped part way through the grid
+    strategy = make(tmp_path)  # the same directory: it resumes
+    resumed, _ = run(strategy, nodes, num_rounds=50, max_virtual_time=1500.0, evaluate_fn=step_of)
+    clean = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
+             for k, r in resumed.evaluate_metrics_grid.items()}  # fmt: skip
+    expected = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
+                for k, r in full.evaluate_metrics_grid.items()}  # fmt: skip
+    assert clean == expected

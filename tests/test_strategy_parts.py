@@ -129,7 +129,7 @@ def test_checkpointer_saves_atomically_and_refuses_another_schema(tmp_path):
     state = RunState(keys=["w"], aggregator={}, policy={}, clock=None, order={"now": 1.5},
                      task_bases={}, num_updates=4, num_replies=5, faults={}, last_eval_step=0,
                      train_config={}, nodes={}, forget_at={}, in_flight=[], train_metrics={},
-                     evaluate_metrics={})  # fmt: skip
+                     evaluate_metrics={}, grid_metrics={})  # fmt: skip
     checkpointer.save(state, version=3)
     assert checkpointer.load() == state and state.schema == SCHEMA
     assert not checkpointer.due(5) and [p.name for p in tmp_path.iterdir()] == [

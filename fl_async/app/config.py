@@ -16,6 +16,7 @@ from fl_async.config import (
     Value,
     check_run_config,
 )
+from fl_async.validation import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class AppConfig:
     max_wall_time: float | None
     target_accuracy: float | None
     eval_every: int | None
+    eval_grid: int | None
     max_in_flight: int | None
     timeout: float
     federated_evaluation: bool
@@ -69,6 +71,12 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
     ValueError) names the key, the value and what is allowed."""
     values = check_run_config(run_config)
     strategy = str(values["strategy"])
+    virtual_budget = values["max-virtual-time"] and values["clock.type"] == "virtual"
+    if values["eval-grid"] and not virtual_budget:
+        raise InvalidArgument(
+            f"run config 'eval-grid' = {values['eval-grid']} needs a virtual clock and "
+            "max-virtual-time > 0: the grid's times are virtual and span that budget"
+        )
     return AppConfig(
         values=values,
         strategy=strategy,
@@ -81,6 +89,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
         max_wall_time=float(values["max-wall-time"]) or None,
         target_accuracy=float(values["target-accuracy"]) or None,
         eval_every=int(values["eval-every"]) or None,
+        eval_grid=int(values["eval-grid"]) or None,
         max_in_flight=int(values["max-in-flight"]) or None,
         timeout=float(values["timeout"]),
         federated_evaluation=bool(values["federated-evaluation"]),

@@ -29,7 +29,9 @@ def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
 
     ``evaluations`` has one entry per central evaluation (``server-step``, ``accuracy``,
     ``loss``, ``virtual-time``, ``wall-time``, ``num-updates``); ``updates`` one per reply, in
-    the order the strategy applied them, with ``index`` (1, 2, ...) and its record.
+    the order the strategy applied them, with ``index`` (1, 2, ...) and its record;
+    ``grid-evaluations`` one per point of the virtual-time grid (``eval-grid``), with ``index``
+    (1..G), ``virtual-time`` and the ``server-step`` in force then.
     """
     evaluations = [
         {"server-step": int(step), **dict(record)}
@@ -38,6 +40,10 @@ def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
     updates = [
         {"index": int(index), **dict(record)}
         for index, record in sorted(result.train_metrics_clientapp.items())
+    ]
+    grid = [
+        {"index": int(index), **dict(record)}
+        for index, record in sorted(result.evaluate_metrics_grid.items())
     ]
     final = evaluations[-1] if evaluations else {}
     federated = {
@@ -56,6 +62,7 @@ def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
         "faults": dict(result.faults),
         "rejected": dict(result.rejected),
         "evaluations": evaluations,
+        "grid-evaluations": grid,
         "federated-evaluations": federated,
         "updates": updates,
     }

@@ -169,6 +169,7 @@ def build_strategy(
             min_nodes=config.num_nodes,
             max_in_flight=config.max_in_flight,
             eval_every=config.eval_every,
+            eval_grid=config.eval_grid,
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=config.checkpoint_every,
             federated_evaluation=config.federated_evaluation,

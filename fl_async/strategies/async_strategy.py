@@ -63,6 +63,11 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         Bytes of stored base versions the default ``max_in_flight`` may use.
     eval_every : int, optional
         Central evaluation every this many server steps (default: the number of nodes).
+    eval_grid : int, optional
+        Also evaluate the model in force at ``eval_grid`` equally spaced virtual times over
+        ``start()``'s ``max_virtual_time`` (``T i / G``, i = 1..G: the version applied at or
+        before each), so that strategies compare on the same points (docs/algorithms.md,
+        Metrics). Needs a clock.
     forget_after : int (default: 0)
         Server steps after a node's failure before the aggregator forgets it.
     max_failures : int (default: 5)
@@ -105,6 +110,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         max_in_flight: int | None = None,
         memory_budget: float = 2 * 1024**3,
         eval_every: int | None = None,
+        eval_grid: int | None = None,
         forget_after: int = 0,
         max_failures: int = 5,
         patience: int | None = None,
@@ -118,10 +124,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         poll_interval: float = 0.02,
         refresh_interval: float = 2.0,
     ) -> None:
-        if not isinstance(aggregator, Aggregator):
-            raise InvalidArgument(f"aggregator must be an fl_async Aggregator, got {aggregator!r}")
-        if checkpoint_every is not None and checkpoint_dir is None:
-            raise InvalidArgument("checkpoint_every needs checkpoint_dir")
+        _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid)
         self.aggregator = aggregator
         self.policy = policy if policy is not None else Asynchronous()
         self.clock, self.target_metric, self.identify_nodes = clock, target_metric, identify_nodes
@@ -130,6 +133,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self.max_in_flight = check_int("max_in_flight", max_in_flight, minimum=1, allow_none=True)
         self.memory_budget = check_number("memory_budget", memory_budget, minimum=0, min_open=True)
         self.eval_every = check_int("eval_every", eval_every, minimum=1, allow_none=True)
+        self.eval_grid = check_int("eval_grid", eval_grid, minimum=1, allow_none=True)
         self.forget_after = check_int("forget_after", forget_after, minimum=0)
         self.max_failures = check_int("max_failures", max_failures, minimum=1)
         self.patience = check_int("patience", patience, minimum=1, allow_none=True)
@@ -170,6 +174,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         by itself; ``AsyncResult.stopped_by`` says why.
         """
         self._new_run(timeout=timeout, evaluate_fn=evaluate_fn)
+        self._grid = _grid_times(self.eval_grid, max_virtual_time)
         resumed = self._resume(grid, initial_arrays, train_config)
         if not resumed:
             self._begin(grid, initial_arrays, train_config)
@@ -221,6 +226,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         """Evaluate the final model, checkpoint, optionally evaluate on the nodes; the result."""
         if not self._recorder.evaluated(self.aggregator.version):
             self._evaluate()
+        self._evaluate_grid(until=self._order.now, inclusive=True)
         if self._checkpointer is not None:
             self._save_checkpoint()  # before tasks in flight are abandoned: a resume resends them
         self._book.abandon()
@@ -255,6 +261,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self._patience = 1
         self._stop_detail = ""
         self._started = False
+        self._grid: list[tuple[int, float]] = []
+        """Grid points ``(index, virtual time)`` not evaluated yet, earliest first."""
 
     def _begin(self, grid: Grid, arrays: ArrayRecord, config: ConfigRecord | None) -> None:
         """Wait for the nodes, resolve "auto" settings from their number, start the model."""
@@ -325,6 +333,17 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         if self._checkpointer is not None and self._checkpointer.due(version):
             self._save_checkpoint()
 
+    def _evaluate_grid(self, *, until: float, inclusive: bool = False) -> None:
+        """Evaluate the current model at each grid time before ``until`` (or at it): it is the
+        model in force then, since nothing is applied before the task that ends at ``until``."""
+        while self._grid and (self._grid[0][1] < until or inclusive and self._grid[0][1] <= until):
+            index, at = self._grid.pop(0)
+            metrics = None
+            if self._evaluate_fn is not None:
+                metrics = self._evaluate_fn(self.aggregator.version, self._model_record())
+            if metrics is not None:
+                self._recorder.grid_evaluation(index, at, self.aggregator.version, metrics)
+
     def _evaluate(self) -> None:
         version = self.aggregator.version
         self._recorder.last_eval_step = version
@@ -334,3 +353,24 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         if metrics is not None:
             when = self._order.describe(self._recorder.wall())
             self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
+
+
+def _grid_times(size: int | None, budget: float | None) -> list[tuple[int, float]]:
+    """``(i, budget * i / size)`` for i = 1..size (none without a grid)."""
+    if size is None:
+        return []
+    if budget is None:
+        raise InvalidArgument("eval_grid needs start(max_virtual_time=...): the grid spans it")
+    return [(i, budget * i / size) for i in range(1, size + 1)]
+
+
+def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
+                 checkpoint_every: object, eval_grid: object) -> None:  # fmt: skip
+    """Refuse what no single argument check sees: a foreign aggregator, settings that need
+    another one."""
+    if not isinstance(aggregator, Aggregator):
+        raise InvalidArgument(f"aggregator must be an fl_async Aggregator, got {aggregator!r}")
+    if checkpoint_every is not None and checkpoint_dir is None:
+        raise InvalidArgument("checkpoint_every needs checkpoint_dir")
+    if eval_grid is not None and clock is None:
+        raise InvalidArgument("eval_grid needs a clock (its times are virtual)")

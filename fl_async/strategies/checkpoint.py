@@ -66,6 +66,7 @@ class RunState:
     in_flight: list[SavedTask]
     train_metrics: dict[int, dict[str, Any]]
     evaluate_metrics: dict[int, dict[str, Any]]
+    grid_metrics: dict[int, dict[str, Any]]
     schema: int = field(default=SCHEMA)
 
 

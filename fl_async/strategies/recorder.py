@@ -68,6 +68,14 @@ class Recorder:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in dict(metrics).items())
         log(INFO, "step %d | %s | %s", version, when, shown)
 
+    def grid_evaluation(self, index: int, at: float, version: int, metrics: MetricRecord) -> None:
+        """Record the evaluation of grid point ``index`` (virtual time ``at``), where the model
+        in force was server step ``version``."""
+        self.result.evaluate_metrics_grid[index] = protocol.metric_record(
+            {**dict(metrics), "virtual-time": at, "server-step": version,
+             "wall-time": self.wall(), "num-updates": self.num_updates}
+        )  # fmt: skip
+
     def evaluated(self, version: int) -> bool:
         """Whether server step ``version`` has been evaluated."""
         return version in self.result.evaluate_metrics_serverapp

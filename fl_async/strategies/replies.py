@@ -33,10 +33,16 @@ class ReplyHandling:
         version = self.aggregator.version
         wanted = self._order.wanted(self._book)
         reply = self._wait_for(grid, wanted)
+        msg_id = (
+            self._order.overdue(self._book, wanted)
+            if reply is None
+            else (reply.metadata.reply_to_message_id)
+        )
+        self._evaluate_grid(until=self._book[msg_id].finish)
         if reply is None:
-            self._drop(self._order.overdue(self._book, wanted), "timeout")
+            self._drop(msg_id, "timeout")
         else:
-            self._handle(reply.metadata.reply_to_message_id, reply, arrival=time.time())
+            self._handle(msg_id, reply, arrival=time.time())
         self._settle_barrier()
         return self.aggregator.version > version
 

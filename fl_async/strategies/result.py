@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flwr.app import MetricRecord
 from flwr.serverapp.strategy import Result
 
 COMPLETED_STOPS = frozenset({"budget", "max-wall-time", "max-virtual-time", "target-accuracy"})
@@ -26,6 +27,8 @@ class AsyncResult(Result):
     server_steps: int = 0
     virtual_time: float = 0.0
     wall_time: float = 0.0
+    evaluate_metrics_grid: dict[int, MetricRecord] = field(default_factory=dict)
+    """Evaluations at the virtual-time grid (``eval_grid``), keyed by grid index 1..G."""
     stopped_by: str = ""
     stop_detail: str = ""
     """Why the run stopped, in words (which nodes left and why, for a failed stop)."""

@@ -53,6 +53,7 @@ class RunSnapshot:
             ],  # fmt: skip
             train_metrics={k: dict(v) for k, v in rec.result.train_metrics_clientapp.items()},
             evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
+            grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
         )
 
     def _save_checkpoint(self) -> None:
@@ -79,6 +80,10 @@ class RunSnapshot:
         rec.result.evaluate_metrics_serverapp = {
             k: protocol.metric_record(v) for k, v in state.evaluate_metrics.items()
         }
+        rec.result.evaluate_metrics_grid = {
+            k: protocol.metric_record(v) for k, v in state.grid_metrics.items()
+        }
+        self._grid = [(i, at) for i, at in self._grid if i not in state.grid_metrics]
         self._checkpointer.last_step = self.aggregator.version
         self._forget_at = dict(state.forget_at)
         for stable, saved in state.nodes.items():
