@@ -1,201 +1,260 @@
-"""fl_async.bench without Flower: metrics on hand-made histories, the report, resume, the CLI."""
+"""fl_async.bench without Flower: metrics, statistics and grids on hand-made histories, the
+report, resume, the CLI."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fl_async.bench import metrics
+from fl_async.bench import metrics, runner, stats
 from fl_async.bench.cli import add_arguments, build_spec
 from fl_async.bench.cli import run as cli_run
-from fl_async.bench.report import (
-    load_runs,
-    markdown_table,
-    per_seed_table,
-    run_metrics,
-    summarize,
-    write_report,
-)
-from fl_async.bench.runner import (
-    RUN_FILE,
-    SuiteError,
-    SuiteSpec,
-    planned_runs,
-    run_dir,
-    run_suite,
-)
+from fl_async.bench.grid import NO_GRID, derive_grid, grid_note, run_grid
+from fl_async.bench.report import load_runs, run_metrics, split_metrics, write_report
+from fl_async.bench.runner import RUN_FILE, SuiteError, SuiteSpec, run_dir, run_suite
 from fl_async.bench.scenarios import SCENARIOS, eval_every, to_run_config_text
+from fl_async.bench.summary import summarize
+from fl_async.bench.table import markdown_table, per_seed_table
 from fl_async.cli import main as fl_async_main
+from fl_async.validation import InvalidArgument
 
-# ------------------------------------------------------------------------------------ metrics
+T_ODD = 141.12173816854033
+"""In floating point T * 15 / 30 > T / 2 and T * 30 / 30 != T: the grid's rounding cases."""
 
-
-def test_sigma_acc_uses_the_second_half_of_virtual_time() -> None:
-    times = [0, 10, 20, 30, 40, 50, 60]
-    accuracies = [0.1, 0.5, 0.7, 0.8, 0.9, 0.8, 0.9]
-    # final time 60: evaluations at t >= 30 -> 0.8, 0.9, 0.8, 0.9 -> std 0.05
-    assert metrics.sigma_acc(times, accuracies) == pytest.approx(0.05)
-    # a later final time (the budget) moves the window
-    assert metrics.sigma_acc(times, accuracies, final_time=100) == pytest.approx(0.05)
-    assert metrics.sigma_acc(times, accuracies, final_time=120) == pytest.approx(0.0)
-    assert metrics.sigma_acc([], []) is None
+# ----------------------------------------------------------------------------- histories
 
 
-def test_mean_abs_change_over_the_same_window() -> None:
-    times = [0, 10, 20, 30, 40]
-    accuracies = [0.1, 0.9, 0.5, 0.7, 0.4]
-    # window t >= 20: 0.5, 0.7, 0.4 -> changes 0.2, 0.3
-    assert metrics.mean_abs_change(times, accuracies) == pytest.approx(0.25)
-    assert metrics.mean_abs_change([0, 10], [0.1, 0.2]) is None  # one evaluation in the window
+def _history(evaluations: list, *, steps: int, end: float, staleness: int = 0) -> dict:
+    config = {"dataset": "mnist", "partition.scheme": "dirichlet", "clock.speed": "lognormal"}
+    updates = [{"staleness": staleness, "accepted": 1}] * 10
+    updates += [{"staleness": 9, "accepted": 0}] if staleness else []  # asynchronous: 1 rejected
+    return {"config": {**config, "max-virtual-time": 0.0}, "num-nodes": 4, "virtual-time": end,
+            "wall-time": 3.0, "server-steps": steps, "stopped-by": "budget",
+            "evaluations": evaluations, "grid-evaluations": [], "updates": updates}  # fmt: skip
 
 
-def test_time_to_accuracy_is_the_first_time_reached() -> None:
-    times = [0.0, 5.0, 9.0, 12.0]
-    accuracies = [0.1, 0.6, 0.59, 0.8]
-    assert metrics.time_to_accuracy(times, accuracies, 0.6) == 5.0
-    assert metrics.time_to_accuracy(times, accuracies, 0.7) == 12.0
-    assert metrics.time_to_accuracy(times, accuracies, 0.9) is None
-
-
-def test_converged_compares_the_last_five_with_ssgd() -> None:
-    ssgd = [0.1, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
-    assert metrics.converged([0.0, 0.9, 0.9, 0.9, 0.9, 0.9], ssgd) is True
-    assert metrics.converged([0.9, 0.89, 0.89, 0.89, 0.89, 0.89], ssgd) is False
-    assert metrics.converged([0.95, 0.95], [1.0]) is True  # fewer than five: all of them
-    assert metrics.converged([], ssgd) is None
-
-
-def test_stability_gain() -> None:
-    assert metrics.stability_gain(0.8, 1.0) == pytest.approx(0.2)
-    assert metrics.stability_gain(1.5, 1.0) == pytest.approx(-0.5)
-    assert metrics.stability_gain(0.5, 0.0) is None
-    assert metrics.stability_gain(None, 1.0) is None
-
-
-def test_staleness_and_update_counts() -> None:
-    updates = [
-        {"staleness": 0, "accepted": 1},
-        {"staleness": 3, "accepted": 1},
-        {"staleness": 5, "accepted": 0},
-    ]
-    assert metrics.staleness_stats(updates) == (pytest.approx(8 / 3), 5)
-    assert metrics.update_counts(updates) == (2, 1)
-    assert metrics.staleness_stats([]) == (None, None)
-
-
-# ------------------------------------------------------------------------------ histories
-
-
-def history(
-    accuracies: list[float], step_time: float, staleness: int = 0, rejected: int = 0
-) -> dict:
-    """A minimal history.json: evaluations every ``step_time`` virtual seconds."""
+def ssgd(accuracies: list[float], step: float = 100.0) -> dict:
+    """SSGD setting the budget: evaluated at every server step, one step every ``step``."""
     evaluations = [
-        {"server-step": i, "accuracy": a, "virtual-time": i * step_time, "loss": 1.0}
+        {"server-step": i, "accuracy": a, "loss": 1.0, "virtual-time": i * step,
+         "wall-time": 2.0 * i, "num-updates": 4 * i}
         for i, a in enumerate(accuracies)
-    ]
-    updates = [{"staleness": staleness, "accepted": 1} for _ in range(10)]
-    updates += [{"staleness": staleness + 9, "accepted": 0} for _ in range(rejected)]
-    return {
-        "config": {"dataset": "mnist", "partition.scheme": "dirichlet", "clock.speed": "lognormal"},
-        "num-nodes": 4,
-        "virtual-time": (len(accuracies) - 1) * step_time,
-        "wall-time": 3.0,
-        "server-steps": len(accuracies),
-        "stopped-by": "budget",
-        "evaluations": evaluations,
-        "updates": updates,
-    }
+    ]  # fmt: skip
+    return _history(evaluations, steps=len(accuracies) - 1, end=(len(accuracies) - 1) * step)
 
 
-def test_run_metrics_relative_to_ssgd() -> None:
-    ssgd = history([0.1, 0.4, 0.6, 0.7, 0.8], step_time=100)
-    fast = history([0.1, 0.7, 0.8, 0.85, 0.82], step_time=100, staleness=2, rejected=1)
-    found = run_metrics(fast, ssgd)
-    assert found["target-accuracy"] == 0.8
-    assert found["time-to-target"] == 200
-    assert found["baseline-time-to-target"] == 400
-    assert found["time-ratio"] == pytest.approx(0.5)
-    assert found["time-ratio-90"] == pytest.approx(0.5)  # 0.72: at 200, SSGD at 400
-    assert found["converged"] is True
-    assert (found["applied"], found["rejected"]) == (10, 1)
-    assert found["max-staleness"] == 11
-    assert run_metrics(ssgd, ssgd)["time-ratio"] == 1.0
+def run(grid: list[float], budget: float = 400.0) -> dict:
+    """An asynchronous run with its recorded grid (G = len(grid)); evaluated every 4 steps."""
+    points = [
+        {"index": i, "virtual-time": budget * i / len(grid), "server-step": 4 * i, "accuracy": a,
+         "loss": 1.0, "wall-time": 3.0 * i, "num-updates": 4 * i}
+        for i, a in enumerate(grid, start=1)
+    ]  # fmt: skip
+    evaluations = [{"server-step": 0, "accuracy": 0.1, "virtual-time": 0.0, "wall-time": 0.0}]
+    evaluations += [{k: v for k, v in p.items() if k != "index"} for p in points]
+    found = _history(evaluations, steps=4 * len(grid), end=budget + 1, staleness=2)
+    found["config"].update({"max-virtual-time": budget, "eval-grid": len(grid)})
+    found["grid-evaluations"] = points
+    return found
 
 
-def test_summary_and_table() -> None:
-    ssgd = {0: run_metrics(history([0.1, 0.5, 0.8], 100), history([0.1, 0.5, 0.8], 100))}
-    base = history([0.1, 0.5, 0.8], 100)
-    asgd = {
-        0: run_metrics(history([0.1, 0.6, 0.7, 0.9, 0.7], 50), base),
-        1: run_metrics(history([0.1, 0.6, 0.7, 0.9, 0.7], 50), base),
-    }
-    gsgm = {0: run_metrics(history([0.1, 0.6, 0.8, 0.85, 0.8], 50), base)}
-    rows = summarize({"gsgm": gsgm, "asgd": asgd, "ssgd": ssgd})
-    assert [r["strategy"] for r in rows] == ["ssgd", "gsgm", "asgd"]
-    by_name = {r["strategy"]: r for r in rows}
-    assert by_name["asgd"]["stability-gain"] == pytest.approx(0.0)
-    sigma_asgd = metrics.sigma_acc([0, 50, 100, 150, 200], [0.1, 0.6, 0.7, 0.9, 0.7])
-    sigma_gsgm = metrics.sigma_acc([0, 50, 100, 150, 200], [0.1, 0.6, 0.8, 0.85, 0.8])
-    assert by_name["gsgm"]["stability-gain"] == pytest.approx(1 - sigma_gsgm / sigma_asgd)
-    assert by_name["asgd"]["seeds"] == [0, 1]
+def old(grid: list[float]) -> dict:
+    """A run made before the evaluation grid: no ``grid-evaluations``, no ``eval-grid``."""
+    found = run(grid)
+    del found["grid-evaluations"], found["config"]["eval-grid"]
+    return found
+
+
+def write_runs(out: Path, runs: dict) -> None:
+    """Each ``strategy -> seed -> history`` of ``runs`` as a finished run of split dirichlet."""
+    for strategy, by_seed in runs.items():
+        for seed, history in by_seed.items():
+            run_dir(out, "dirichlet", strategy, seed).mkdir(parents=True)
+            (run_dir(out, "dirichlet", strategy, seed) / "history.json").write_text(
+                json.dumps(history)
+            )
+
+
+# ------------------------------------------------------------------------------- metrics
+
+
+def test_metrics_of_a_series() -> None:
+    times, accuracies = [10, 20, 30, 40, 50, 60], [0.5, 0.7, 0.8, 0.9, 0.8, 0.9]
+    assert metrics.sigma_acc(times, accuracies) == pytest.approx(np.std([0.9, 0.8, 0.9]))
+    assert metrics.mean_abs_change(times, accuracies) == pytest.approx(0.1)  # t > 30
+    assert metrics.sigma_acc(times, accuracies, budget=100) == 0.0  # only t = 60 > 50
+    assert metrics.mean_abs_change(times, accuracies, budget=100) is None
+    assert metrics.sigma_acc([], []) is None
+    grid = [T_ODD * i / 30 for i in range(1, 31)]  # point 15 lies a hair above T / 2
+    assert metrics.second_half(grid, list(range(30)), T_ODD).tolist() == list(range(15, 30))
+    assert metrics.time_to_accuracy(times, accuracies, 0.8) == 30
+    assert metrics.time_to_accuracy([None, 1.0, 2.0, 3.0, 4, 5], accuracies, 0.5) is None
+    assert metrics.time_to_accuracy(times, accuracies, 0.95) is None
+    assert metrics.converged([0.0, 0.9, 0.9, 0.9, 0.9, 0.9], [0.1, 1.0, 1, 1, 1, 1]) is True
+    assert metrics.converged([0.9, 0.89, 0.89, 0.89, 0.89, 0.89], [1.0]) is False
+    assert metrics.converged([], [1.0]) is None
+
+
+# ---------------------------------------------------------------------------- statistics
+
+
+def test_a_consistent_gain_excludes_zero_a_noisy_one_spans_it() -> None:
+    found = stats.paired(stats.mean, [0.10, 0.12, 0.11, 0.13, 0.09])
+    assert found.value == pytest.approx(0.11) and found.seeds == 5
+    assert 0.09 <= found.low < 0.11 < found.high <= 0.13 and found.distinguishable() is True
+    found = stats.paired(stats.mean, [-0.1, 0.1, -0.05, 0.05, 0.0])
+    assert found.low < 0 < found.high and found.distinguishable() is False
+    # resampled means of (0, 1) are 0, 1/2, 1 with chances 1/4, 1/2, 1/4: 2.5/97.5% -> 0, 1
+    assert stats.bootstrap_interval(stats.mean, [0.0, 1.0]) == (0.0, 1.0)
+
+
+def test_the_bootstrap_is_deterministic() -> None:
+    values = np.random.default_rng(5).normal(size=12).tolist()
+    first = stats.bootstrap_interval(stats.mean, values)
+    assert stats.bootstrap_interval(stats.mean, values) == first
+    assert stats.bootstrap_interval(stats.mean, values, seed=stats.BOOTSTRAP_SEED + 1) != first
+
+
+def test_a_paired_gain_resamples_seeds_with_their_pairs() -> None:
+    # σ_A is half of σ_B on every seed: every resample gives 0.5
+    found = stats.paired(stats.relative_reduction, [0.01, 0.02, 0.04], [0.02, 0.04, 0.08])
+    assert (found.value, found.low, found.high) == pytest.approx((0.5, 0.5, 0.5))
+    # resamples drawing only the seed where σ_B = 0 are undefined, and left out
+    found = stats.paired(stats.relative_reduction, [0.0, 0.01], [0.0, 0.02])
+    assert (found.low, found.high) == pytest.approx((0.5, 0.5))
+    one = stats.paired(stats.mean, [0.2])
+    assert one == stats.Estimate(0.2, None, None, 1) and one.distinguishable() is None
+    assert stats.paired(stats.mean, []).value is None
+    assert stats.paired(stats.relative_reduction, [0.1], [0.0]).value is None
+    with pytest.raises(InvalidArgument, match=r"got sizes \[2, 1\]"):
+        stats.paired(stats.relative_reduction, [0.1, 0.2], [0.3])
+
+
+# --------------------------------------------------------------------------------- grids
+
+
+def test_ssgd_grid_is_the_last_evaluation_at_or_before_each_grid_time() -> None:
+    history = ssgd([0.1, 0.5, 0.6, 0.8])
+    for e, t in zip(history["evaluations"], [0.0, 30.0, 70.0, 100.0], strict=True):
+        e["virtual-time"] = t
+    history["virtual-time"] = 100.0
+    grid = derive_grid(history, 4)  # T = 100: 25, 50, 75, 100
+    assert [g["virtual-time"] for g in grid] == [25.0, 50.0, 75.0, 100.0]
+    assert [(g["server-step"], g["accuracy"], g["wall-time"]) for g in grid] == [
+        (0, 0.1, 0.0), (1, 0.5, 2.0), (2, 0.6, 4.0), (3, 0.8, 6.0)]  # fmt: skip
+    # an evaluation exactly at a grid time is the model in force there
+    assert [g["server-step"] for g in derive_grid(history, 10)] == [0, 0, 1, 1, 1, 1, 2, 2, 2, 3]
+    # a fixed budget past the run's end: the points after it are left out
+    assert len(derive_grid(history, 4, budget=200.0)) == 2
+    odd = ssgd([0.1, 0.5, 0.7], step=T_ODD / 2)
+    odd["virtual-time"] = T_ODD
+    assert derive_grid(odd, 30)[-1]["server-step"] == 2  # T * 30 / 30 != T: still the last
+    with pytest.raises(InvalidArgument, match="evaluated at every server step"):
+        derive_grid(run([0.5, 0.6]), 4)
+
+
+def test_run_grid_recorded_derived_or_noted() -> None:
+    recorded = run_grid(run([0.5, 0.6, 0.7, 0.9]), 40)
+    assert (recorded.source, recorded.size, recorded.budget) == ("recorded", 4, 400.0)
+    assert recorded.walls == (3.0, 6.0, 9.0, 12.0)
+    derived = run_grid(ssgd([0.1, 0.5, 0.6, 0.7, 0.8]), 8)
+    assert (derived.source, derived.size, derived.budget) == ("derived", 8, 400.0)
+    assert derived.accuracies == (0.1, 0.5, 0.5, 0.6, 0.6, 0.7, 0.7, 0.8)
+    before = old([0.5, 0.6])
+    assert run_grid(before) is None and grid_note(before, None) == NO_GRID
+    stopped = run([0.5, 0.6])
+    stopped.update({"grid-evaluations": [], "stopped-by": "no-progress", "virtual-time": 3.0})
+    assert grid_note(stopped, None) == "no grid point (stopped by no-progress at virtual time 3)"
+    cut = run([0.5, 0.6])
+    cut["config"]["eval-grid"] = 4
+    assert grid_note(cut, run_grid(cut)).startswith("grid 2/4 (stopped by budget")
+
+
+# -------------------------------------------------------------------------------- report
+
+SSGD = [0.1, 0.5, 0.6, 0.7, 0.8]  # derived grid of 4 over T = 400: 0.5, 0.6, 0.7, 0.8
+SUITE = {
+    "ssgd": {s: ssgd(SSGD) for s in (0, 1, 2)},
+    "asgd": {0: run([0.6, 0.8, 0.7, 0.9]), 1: run([0.6, 0.8, 0.65, 0.9]),
+             2: run([0.6, 0.8, 0.75, 0.9])},
+    "gsgm": {0: run([0.6, 0.8, 0.85, 0.8]), 1: run([0.6, 0.8, 0.8, 0.82]),
+             2: run([0.7, 0.75, 0.84, 0.8])},
+    "fedbuff": {0: run([0.3, 0.5, 0.7, 0.85]), 1: old([0.3, 0.5, 0.7, 0.85])},
+}  # fmt: skip
+
+
+def test_run_metrics_on_the_grid_relative_to_ssgd() -> None:
+    found = run_metrics(SUITE["asgd"][0], SUITE["ssgd"][0], 4)
+    assert found["final-accuracy"] == 0.9 and found["grid-source"] == "recorded"
+    assert (found["sigma-acc"], found["mean-abs-change"]) == pytest.approx((0.1, 0.2))
+    assert found["accuracy-difference"] == pytest.approx(0.1)
+    assert (found["time-to-target"], found["baseline-time-to-target"]) == (200.0, 400.0)
+    assert (found["wall-to-target"], found["baseline-wall-to-target"]) == (6.0, 8.0)
+    assert (found["time-ratio"], found["wall-ratio"]) == (0.5, 0.75)
+    assert found["time-ratio-90"] == 0.5 and found["converged"] is True  # 0.72 at 200, 300
+    assert (found["applied"], found["rejected"], found["max-staleness"]) == (10, 1, 9)
+    assert run_metrics(SUITE["ssgd"][0], SUITE["ssgd"][0], 4)["time-ratio"] == 1.0
+    missing = run_metrics(SUITE["fedbuff"][1], SUITE["ssgd"][1], 4)
+    assert missing["note"] == NO_GRID and "final-accuracy" not in missing
+
+
+def test_summary_table_with_intervals() -> None:
+    per_run = split_metrics(SUITE, 40)  # SSGD's derived grid takes the others' G = 4
+    assert per_run["ssgd"][0]["grid-size"] == 4
+    rows = summarize(per_run)
+    assert [r["strategy"] for r in rows] == ["ssgd", "gsgm", "asgd", "fedbuff"]
+    gsgm = rows[1]
+    assert gsgm["stability-gain"].value == pytest.approx(1 - (0.025 + 0.01 + 0.02) / 3 / 0.1)
+    assert gsgm["stability-gain"].distinguishable() is True
     table = markdown_table(rows)
-    assert table.count("\n") == 4  # header, rule, three rows
-    assert "| gsgm | 0 | 80.0 ± 0.0 |" in table
-    # asgd first reaches SSGD's final 0.8 at 150 (SSGD at 200), though it ends at 0.7
-    assert "| asgd | 0,1 | 70.0 ± 0.0 | 9.43 | +0% | 20.00 | 0.75 | 0.75 | 2/2 |" in table
-    seeds = per_seed_table({"gsgm": gsgm, "asgd": asgd, "ssgd": ssgd})
-    assert seeds.splitlines()[0] == "| strategy | seed 0 | seed 1 |"
-    assert "| ssgd | 80.0 / 15.00 / 1.00× | – |" in seeds
-    assert "| asgd | 70.0 / 9.43 / 0.75× | 70.0 / 9.43 / 0.75× |" in seeds
-    slow = {"fedbuff": {3: run_metrics(history([0.1, 0.2], 100), base)}}
-    assert "| fedbuff | 20.0 / 0.00 / not reached |" in per_seed_table(slow)
-    no_baseline = {"asp": {3: run_metrics(history([0.1, 0.2], 100))}}
-    assert "| asp | 20.0 / 0.00 / – |" in per_seed_table(no_baseline)
-    # the gain pairs seeds: ASGD's seed 1 is left out of GSGM's comparison (here equal anyway)
-    unpaired = summarize({"gsgm": gsgm, "asgd": {1: asgd[1]}})
-    assert unpaired[0]["stability-gain"] is None
-    slow = {0: run_metrics(history([0.1, 0.2, 0.3], 100), base)}
-    assert "not reached (0/1) | not reached (0/1) | 0/1 |" in markdown_table(
-        summarize({"fedbuff": slow})
-    )
+    print(table)  # the example of docs/bench.md
+    assert "| ssgd | 0,1,2 | 80.0 ± 0.0 | reference | 5.00 | " in table
+    assert "| asgd | 0,1,2 | 90.0 ± 0.0 | +10.0 [+10.0, +10.0] | 10.00 | reference |" in table
+    assert "| +0.7 [+0.0, +2.0] not distinguishable | 1.83 | +82% [+73%, +92%] |" in table
+    # GSGM reaches 0.8 at 200, 200, 300 (SSGD at 400); in wall time 6, 6, 9 (SSGD 8)
+    assert "| 0.58 [0.50, 0.75] | 0.50 | 0.88 |" in table
+    assert "| fedbuff | 0,1 | 85.0 ± 0.0 | +5.0 [n/a (1 seed)] |" in table
+    assert "| 1.00 [n/a (1 seed)] |" in table
+    seeds = per_seed_table(per_run)
+    assert "| fedbuff | 85.0 / 7.50 / 1.00× | no grid: re-run | – |" in seeds
 
 
-def test_write_report_and_load_runs(tmp_path: Path) -> None:
-    for strategy, accuracies in (("ssgd", [0.1, 0.5, 0.8]), ("gsgm", [0.1, 0.8, 0.85])):
-        directory = run_dir(tmp_path, "dirichlet", strategy, 0)
-        directory.mkdir(parents=True)
-        (directory / "history.json").write_text(json.dumps(history(accuracies, 100)))
+def test_write_report_notes_runs_without_a_grid(tmp_path: Path) -> None:
+    write_runs(tmp_path, SUITE)
     (tmp_path / "dirichlet" / "notarun").mkdir()
-    runs = load_runs(tmp_path)
-    assert set(runs["dirichlet"]) == {"ssgd", "gsgm"}
+    assert set(load_runs(tmp_path)["dirichlet"]) == set(SUITE)
     paths = write_report(tmp_path, title="test")
     report = (tmp_path / "report.md").read_text()
-    assert "## dirichlet" in report and "| gsgm | 0 |" in report
-    assert "Per seed" not in report  # one seed: the table above already is per seed
+    assert "- fedbuff seed 1: no grid: re-run" in report and "Per seed" in report
+    assert "Virtual-time budget T (SSGD's final virtual time): seed 0: 400" in report
+    assert "grid of 4 equally spaced virtual times" in report and "10,000 resamples" in report
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["dirichlet"]["runs"]["gsgm"]["0"]["time-ratio"] == pytest.approx(0.5)
+    gain = results["dirichlet"]["summary"][1]["stability-gain"]
+    assert set(gain) == {"value", "low", "high", "seeds"} and gain["seeds"] == 3
+    assert results["dirichlet"]["runs"]["ssgd"]["0"]["grid-source"] == "derived"
     for path in paths:
         assert path.is_file() and path.stat().st_size > 0
+    only_old = tmp_path / "old"
+    write_runs(only_old, {"asgd": {0: old([0.5])}})
+    write_report(only_old)
+    assert "| asgd | 0 | no grid: re-run |" in (only_old / "report.md").read_text()
 
 
 # ------------------------------------------------------------------------ runner and resume
 
 
 def spec(**changes: object) -> SuiteSpec:
-    settings: dict = {
-        "scenario": SCENARIOS["a"],
-        "strategies": ("asgd", "ssgd"),
-        "seeds": (0, 1),
-        "dataset": "mnist",
-        "nodes": 4,
-        "rounds": 2,
-        "max_virtual_time": None,
-    }
-    settings.update(changes)
-    return SuiteSpec(**settings)
+    settings = dict(scenario=SCENARIOS["a"], strategies=("asgd", "ssgd"), seeds=(0, 1),
+                    dataset="mnist", nodes=4, rounds=2, max_virtual_time=None)  # fmt: skip
+    return SuiteSpec(**{**settings, **changes})  # type: ignore[arg-type]
+
+
+def suite(out: Path, launch: FakeLaunch | None = None, **changes: object) -> runner.SuiteOutcome:
+    """``run_suite`` of ``spec(**changes)`` into ``out``, quiet, with a fake launcher."""
+    return run_suite(spec(**changes), out, launch=launch or FakeLaunch(), echo=lambda _: None)
 
 
 class FakeLaunch:
@@ -213,7 +272,9 @@ class FakeLaunch:
         log.write_text("fake\n")
         if config["strategy"] in self.fail:
             return 1
-        record = history([0.1, 0.5, 0.7], step_time=100 + config["seed"])
+        record = ssgd([0.1, 0.5, 0.7], step=100 + config["seed"])
+        if config.get("eval-grid"):
+            record = run([0.5] * config["eval-grid"], budget=config["max-virtual-time"])
         record["config"].update(config)
         Path(config["output-dir"], "history.json").write_text(json.dumps(record))
         return 0
@@ -221,84 +282,72 @@ class FakeLaunch:
 
 def test_run_suite_runs_ssgd_first_and_gives_its_time_as_budget(tmp_path: Path) -> None:
     launch = FakeLaunch()
-    outcome = run_suite(spec(), tmp_path, launch=launch, echo=lambda _: None)
+    outcome = suite(tmp_path, launch)
     assert len(outcome.ran) == 8 and not outcome.failed  # 2 splits x 2 seeds x 2 strategies
     first = launch.configs[:2]
     assert [c["strategy"] for c in first] == ["ssgd", "asgd"]
     assert first[0]["num-rounds"] == 2 and first[0]["max-virtual-time"] == 0.0
     assert first[1]["max-virtual-time"] == 200.0  # the SSGD run's final virtual time
     assert first[1]["eval-every"] == 4 and first[0]["eval-every"] == 1
+    # the grid over the budget: recorded by ASGD, derived from SSGD's evaluations by the report
+    assert first[1]["eval-grid"] == 40 and "eval-grid" not in first[0]
     assert launch.configs[2]["seed"] == 1 and launch.configs[3]["max-virtual-time"] == 202.0
     assert {c["partition.scheme"] for c in launch.configs} == {"dirichlet", "label_skew"}
     assert (run_dir(tmp_path, "dirichlet", "asgd", 0) / RUN_FILE).is_file()
 
 
 def test_run_suite_resumes_and_skips_finished_runs(tmp_path: Path) -> None:
-    run_suite(spec(seeds=(0,)), tmp_path, launch=FakeLaunch(), echo=lambda _: None)
+    suite(tmp_path, seeds=(0,))
     again = FakeLaunch()
-    outcome = run_suite(spec(seeds=(0, 1)), tmp_path, launch=again, echo=lambda _: None)
+    outcome = suite(tmp_path, again, seeds=(0, 1))
     assert len(outcome.skipped) == 4 and len(outcome.ran) == 4
     assert {c["seed"] for c in again.configs} == {1}
-    suite = json.loads((tmp_path / "suite.json").read_text())
-    assert len(suite["calls"]) == 2
-
-
-def test_a_half_finished_run_is_run_again(tmp_path: Path) -> None:
-    directory = run_dir(tmp_path, "dirichlet", "ssgd", 0)
-    directory.mkdir(parents=True)
-    (directory / "run.log").write_text("interrupted\n")  # no history.json
-    launch = FakeLaunch()
-    run_suite(spec(seeds=(0,)), tmp_path, launch=launch, echo=lambda _: None)
-    assert launch.configs[0]["strategy"] == "ssgd" and launch.configs[0]["seed"] == 0
+    assert len(json.loads((tmp_path / "suite.json").read_text())["calls"]) == 2
+    (run_dir(tmp_path, "dirichlet", "asgd", 1) / "history.json").unlink()  # cut short
+    again = FakeLaunch()
+    suite(tmp_path, again, seeds=(0, 1))
+    assert [(c["strategy"], c["seed"]) for c in again.configs] == [("asgd", 1)]
 
 
 def test_changed_settings_in_the_same_folder_are_refused(tmp_path: Path) -> None:
-    run_suite(spec(seeds=(0,)), tmp_path, launch=FakeLaunch(), echo=lambda _: None)
+    suite(tmp_path, seeds=(0,))
     with pytest.raises(SuiteError, match="num-rounds"):
-        run_suite(spec(seeds=(0,), rounds=3), tmp_path, launch=FakeLaunch(), echo=lambda _: None)
+        suite(tmp_path, seeds=(0,), rounds=3)
+    with pytest.raises(SuiteError, match="eval-grid differ"):
+        suite(tmp_path, seeds=(0,), grid=20)
+    record = run_dir(tmp_path, "dirichlet", "asgd", 0) / RUN_FILE
+    made_before = json.loads(record.read_text())
+    del made_before["run-config"]["eval-grid"]  # as a run made before the grid
+    record.write_text(json.dumps(made_before))
+    with pytest.raises(SuiteError, match="made before the evaluation grid .*--report-only"):
+        suite(tmp_path, seeds=(0,))
 
 
 def test_failed_ssgd_blocks_its_seed(tmp_path: Path) -> None:
-    outcome = run_suite(
-        spec(seeds=(0,)), tmp_path, launch=FakeLaunch(fail={"ssgd"}), echo=lambda _: None
-    )
+    outcome = suite(tmp_path, FakeLaunch(fail={"ssgd"}), seeds=(0,))
     assert len(outcome.failed) == 2 and len(outcome.blocked) == 2
-    assert (
-        json.loads((run_dir(tmp_path, "dirichlet", "ssgd", 0) / RUN_FILE).read_text())["exit-code"]
-        == 1
-    )
+    record = json.loads((run_dir(tmp_path, "dirichlet", "ssgd", 0) / RUN_FILE).read_text())
+    assert record["exit-code"] == 1
 
 
 def test_fixed_budget_runs_every_strategy_with_it(tmp_path: Path) -> None:
     launch = FakeLaunch()
-    run_suite(
-        spec(strategies=("gsgm", "fedbuff"), seeds=(3,), max_virtual_time=500.0),
-        tmp_path,
-        launch=launch,
-        echo=lambda _: None,
-    )
+    suite(tmp_path, launch, strategies=("gsgm", "fedbuff"), seeds=(3,), max_virtual_time=500.0)
     assert {c["max-virtual-time"] for c in launch.configs} == {500.0}
     assert {c["num-rounds"] for c in launch.configs} == {1_000_000}
+    assert {c["eval-grid"] for c in launch.configs} == {40}
     assert {c["strategy"]: c["eval-every"] for c in launch.configs} == {"gsgm": 4, "fedbuff": 1}
 
 
-def test_planned_runs_order() -> None:
-    runs = planned_runs(spec(seeds=(0,)), Path("out"))
-    assert [p.parts[-2:] for p in runs][:2] == [
-        ("dirichlet", "ssgd-seed0"),
-        ("dirichlet", "asgd-seed0"),
-    ]
+def test_planned_runs_eval_every_and_run_config_text() -> None:
+    from flwr.common.config import parse_config_args
 
-
-def test_eval_every_gives_one_evaluation_per_cycle() -> None:
+    runs = runner.planned_runs(spec(seeds=(0,)), Path("out"))
+    assert [p.parts[-1] for p in runs][:2] == ["ssgd-seed0", "asgd-seed0"]
+    # one evaluation per N updates
     assert eval_every("ssgd", 10) == 1 and eval_every("odsgd", 30) == 1
     assert eval_every("fedbuff", 30) == 3 and eval_every("fedbuff", 30, buffer_size=5) == 6
     assert eval_every("gsgm", 30) == 30
-
-
-def test_run_config_text_round_trips() -> None:
-    from flwr.common.config import parse_config_args
-
     config = {"strategy": "gsgm", "seed": 1, "clock.sigma": 1.0, "federated-evaluation": False}
     assert parse_config_args([to_run_config_text(config)]) == config
 
@@ -320,12 +369,11 @@ def parse(*argv: str):
         (["--scenario", "d"], "unknown scenario 'd'; allowed: a, b, c"),
         (["--strategies", "gsgm,fedavg"], "unknown strategy fedavg; allowed: gsgm"),
         (["--seeds", "0,x"], "bad seed 'x'"),
-        (
-            ["--scenario", "c", "--splits", "label-skew"],
-            "unknown split label-skew; allowed: dirichlet",
-        ),
+        (["--scenario", "c", "--splits", "label-skew"], "unknown split label-skew; allowed: d"),
         (["--strategies", "gsgm,asgd"], "add 'ssgd' to --strategies"),
         (["--run-config", "seed=3"], "may not set seed"),
+        (["--run-config", "eval-grid=3"], "may not set eval-grid: use --strategies"),
+        (["--grid", "1"], "--grid must be an integer >= 2, got 1"),
         (["--run-config", "gsgm.nope=3"], "unknown run config key 'gsgm.nope': allowed: gsgm.lr"),
         (["--rounds", "0"], "--rounds must be an integer >= 1, got 0"),
         (["--nodes", "0"], "--nodes must be an integer >= 1, got 0"),
@@ -343,16 +391,13 @@ def test_bad_input_exits_2_naming_the_value(
     assert not (tmp_path / "suite").exists()
 
 
-def test_build_spec_defaults() -> None:
+def test_build_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built = build_spec(parse("--out", "x", "--scenario", "b", "--strategies", "SSGD,gsgm,ssgd"))
     assert built.nodes == 30 and built.strategies == ("ssgd", "gsgm")
     assert built.scenario.splits == ("dirichlet", "label-skew")
-    assert build_spec(parse("--out", "x", "--splits", "label-skew")).scenario.splits == (
-        "label-skew",
-    )
-
-
-def test_data_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    only = build_spec(parse("--out", "x", "--splits", "label-skew", "--grid", "8"))
+    assert only.scenario.splits == ("label-skew",) and only.grid == 8 and built.grid == 40
+    # --data-root is made absolute
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     built = build_spec(parse("--out", "x", "--data-root", "data"))
@@ -372,13 +417,17 @@ def test_a_missing_dataset_stops_the_suite_before_any_run(
 
 
 def test_report_only(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    directory = run_dir(tmp_path, "dirichlet", "ssgd", 0)
-    directory.mkdir(parents=True)
-    (directory / "history.json").write_text(json.dumps(history([0.1, 0.5], 10)))
-    assert cli_run(parse("--out", str(tmp_path), "--report-only")) == 0
+    write_runs(tmp_path, {"ssgd": {0: ssgd([0.1, 0.5], 10)}})
+
+    def grid_size(*argv: str) -> int:  # G of SSGD's derived grid, after --report-only
+        assert cli_run(parse("--out", str(tmp_path), "--report-only", *argv)) == 0
+        runs = json.loads((tmp_path / "results.json").read_text())["dirichlet"]["runs"]
+        return runs["ssgd"]["0"]["grid-size"]
+
+    assert grid_size() == 40  # no suite.json: the default
     assert "| ssgd | 0 |" in (tmp_path / "report.md").read_text()
-    suite = {"latest": spec(scenario=SCENARIOS["b"], nodes=30).as_json()}
-    (tmp_path / "suite.json").write_text(json.dumps(suite))
-    assert cli_run(parse("--out", str(tmp_path), "--report-only")) == 0
+    latest = {"latest": spec(scenario=SCENARIOS["b"], nodes=30, grid=5).as_json()}
+    (tmp_path / "suite.json").write_text(json.dumps(latest))
+    assert grid_size() == 5 and grid_size("--grid", "3") == 3  # the suite's, or --grid
     assert "scenario b (30 nodes" in (tmp_path / "report.md").read_text()
     assert cli_run(parse("--out", str(tmp_path / "missing"), "--report-only")) == 2

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from idx_files import make_idx_set
 
+from fl_async.bench.grid import derive_grid
 from fl_async.cli import main
 
 
@@ -23,6 +24,10 @@ def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
         "--seeds", "0",
         "--nodes", "4",
         "--rounds", "2",
+        "--grid", "10",
+        # ASGD evaluated at every step too: its recorded grid must equal the one derived from
+        # its evaluations, as SSGD's is derived
+        "--run-config", "eval-every=1",
         "--out", str(out),
     ]  # fmt: skip
     assert main(argv) == 0
@@ -33,11 +38,25 @@ def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
     assert asgd["stopped-by"] == "max-virtual-time"
     assert asgd["virtual-time"] >= ssgd["virtual-time"]
     assert asgd["config"]["max-virtual-time"] == pytest.approx(ssgd["virtual-time"])
+    grid = asgd["grid-evaluations"]
+    assert [g["index"] for g in grid] == list(range(1, 11)) and not ssgd["grid-evaluations"]
+    assert grid[-1]["virtual-time"] == pytest.approx(ssgd["virtual-time"])
+    derived = derive_grid(asgd, 10)
+    assert [(g["server-step"], g["accuracy"]) for g in derived] == [
+        (g["server-step"], pytest.approx(g["accuracy"])) for g in grid
+    ]
     report = (out / "report.md").read_text()
-    assert "| ssgd | 0 |" in report and "| asgd | 0 |" in report
+    assert "| ssgd | 0 | " in report and "| asgd | 0 | " in report
+    assert "grid of 10 equally spaced virtual times" in report and "no grid" not in report
     assert (out / "dirichlet" / "accuracy.png").stat().st_size > 0
-    results = json.loads((out / "results.json").read_text())
-    assert results["dirichlet"]["runs"]["ssgd"]["0"]["time-ratio"] == 1.0
+    runs = json.loads((out / "results.json").read_text())["dirichlet"]["runs"]
+    assert runs["ssgd"]["0"]["time-ratio"] == 1.0
+    assert (runs["ssgd"]["0"]["grid-source"], runs["asgd"]["0"]["grid-source"]) == (
+        "derived",
+        "recorded",
+    )
+    assert len(runs["ssgd"]["0"]["grid-accuracies"]) == 10
+    assert runs["ssgd"]["0"]["final-accuracy"] == ssgd["final-accuracy"]
     # resume: nothing left to run, so nothing starts and the histories stay as they were
     before = (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime
     assert main(argv) == 0
@@ -68,4 +87,5 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
         assert history["config"]["dataset"] == "fashion-mnist"
         assert history["config"]["data-root"] == str(root)
         assert history["num-updates"] > 0
+    assert len(history["grid-evaluations"]) == 40  # the default grid, for Trend-Smooth
     assert "fashion-mnist, 5 nodes" in (out / "report.md").read_text()

@@ -1,6 +1,8 @@
 """Benchmarks: strategies side by side on the same partitions, node speeds and seeds.
 
-``metrics`` (pure functions of a run's evaluations), ``scenarios`` (issue 6's settings),
-``runner`` (one ``python -m fl_async.app`` per run, resumable), ``report`` (table, plots, JSON)
-and ``cli`` (``fl-async bench``). docs/bench.md describes them.
+``metrics`` (pure functions of an evaluation series), ``grid`` (each run's accuracy at G equally
+spaced virtual times, recorded or derived), ``stats`` (paired-seed bootstrap intervals),
+``scenarios`` (issue 6's settings), ``runner`` (one ``python -m fl_async.app`` per run,
+resumable), ``summary`` and ``table`` (rows over seeds, Markdown), ``report`` (report, plots,
+JSON) and ``cli`` (``fl-async bench``). docs/bench.md describes them.
 """

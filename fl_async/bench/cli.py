@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.report import REPORT, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
 from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
@@ -87,6 +88,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="a fixed virtual-time budget for every run instead of --rounds",
     )
     parser.add_argument(
+        "--grid",
+        type=int,
+        default=None,
+        help="compare every run at this many equally spaced virtual times over the budget "
+        f"(default: {DEFAULT_GRID}; --report-only: the suite's)",
+    )
+    parser.add_argument(
         "--run-config",
         default="",
         help="more run-config overrides for every run, as for flwr run "
@@ -114,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         except KeyboardInterrupt:
             print("fl-async bench: interrupted; run the same command again to resume")
-            write_report(out, title=_title(spec))
+            write_report(out, title=_title(spec), grid_size=spec.grid)
             return 130
         total = len(planned_runs(spec, out))
         print(
@@ -125,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
     if not out.is_dir():
         print(f"fl-async bench: error: no suite folder {out}", file=sys.stderr)
         return 2
-    paths = write_report(out, title=_title(spec) if not args.report_only else _recorded_title(out))
+    if args.report_only:
+        paths = write_report(out, _recorded_title(out), _recorded_grid(out, args.grid))
+    else:
+        paths = write_report(out, title=_title(spec), grid_size=spec.grid)
     print(f"fl-async bench: report in {out / REPORT}; wrote {', '.join(str(p) for p in paths)}")
     if not args.report_only and (outcome.failed or outcome.blocked):
         return 1
@@ -150,6 +161,7 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
             "--max-virtual-time", max_virtual_time, minimum=0, min_open=True
         )
     check_int("--actors", args.actors, minimum=1)
+    grid = check_int("--grid", DEFAULT_GRID if args.grid is None else args.grid, minimum=2)
     extra = _overrides(args.run_config)
     if args.data_root is not None:
         if "data-root" in extra:
@@ -168,6 +180,7 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         rounds=rounds,
         max_virtual_time=max_virtual_time,
         extra=extra,
+        grid=grid,
     )
 
 
@@ -214,11 +227,11 @@ def _overrides(text: str) -> dict[str, object]:
     except click.ClickException as error:
         raise SuiteError(f"--run-config {text!r}: {error.message}") from error
     reserved = {"strategy", "seed", "num-nodes", "num-rounds", "max-virtual-time", "output-dir"}
-    clash = sorted(reserved & set(found))
+    clash = sorted((reserved | {"eval-grid"}) & set(found))
     if clash:
         raise SuiteError(
             f"--run-config may not set {', '.join(clash)}: use --strategies, --seeds, --nodes, "
-            "--rounds, --max-virtual-time and --out"
+            "--rounds, --max-virtual-time, --grid and --out"
         )
     return dict(found)
 
@@ -233,6 +246,15 @@ def _recorded_title(out: Path) -> str:
         f"fl-async bench: scenario {latest['scenario']} ({latest['description']}), "
         f"{latest['dataset']}, {latest['nodes']} nodes"
     )
+
+
+def _recorded_grid(out: Path, given: int | None) -> int:
+    """G of a derived grid for ``--report-only``: ``--grid`` if given, else the suite's."""
+    if given is not None:
+        return given  # build_spec checked it
+    path = out / SUITE_FILE
+    latest = json.loads(path.read_text()).get("latest", {}) if path.is_file() else {}
+    return int(latest.get("grid") or DEFAULT_GRID)
 
 
 def _title(spec: SuiteSpec) -> str:

@@ -1,7 +1,8 @@
-"""The metrics (docs/algorithms.md, Metrics) as pure functions of a run's evaluations.
+"""The metrics (docs/bench.md, Metrics) as pure functions of an evaluation series.
 
-An evaluation series is two equal-length sequences: virtual times (non-decreasing) and test
-accuracies. Nothing here reads files or knows about Flower.
+A series is two equal-length sequences: virtual times (non-decreasing) and test accuracies; the
+bench passes a run's comparison grid (``fl_async.bench.grid``). Nothing here reads files or
+knows about Flower.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ CONVERGED_LAST = 5
 """Evaluations averaged at the end of a run to decide whether it converged."""
 CONVERGED_FRACTION = 0.9
 """A run converged when its final mean is at least this fraction of SSGD's (same seed)."""
+_MARGIN = 1e-9
+"""Relative margin on grid times, which are computed as ``T * i / G`` and may be off by an ulp."""
 
 
 def second_half(
-    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+    times: Sequence[float], accuracies: Sequence[float], budget: float | None = None
 ) -> np.ndarray:
-    """The accuracies evaluated at virtual time >= half of ``final_time`` (default: the last)."""
+    """The accuracies evaluated after half of ``budget`` (default: the last time), ``t > T / 2``.
+
+    On a grid of G points over T that is the points ``i > G / 2``.
+    """
     t = np.asarray(times, dtype=float)
     a = np.asarray(accuracies, dtype=float)
     if t.shape != a.shape:
@@ -32,41 +38,57 @@ def second_half(
         )
     if t.size == 0:
         return a
-    end = float(t.max()) if final_time is None else float(final_time)
-    return a[t >= end / 2]
+    end = float(t.max()) if budget is None else float(budget)
+    # T * (G/2) / G may round a hair above T / 2: the margin keeps that point out of the window.
+    return a[t > end / 2 + _MARGIN * abs(end)]
 
 
 def sigma_acc(
-    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+    times: Sequence[float], accuracies: Sequence[float], budget: float | None = None
 ) -> float | None:
-    """Training stability: std (ddof 0) of the accuracies in the run's second half of virtual time.
+    """Training stability: std (ddof 0) of the accuracies in the second half of the budget.
 
     None when no evaluation falls there.
     """
-    window = second_half(times, accuracies, final_time)
+    window = second_half(times, accuracies, budget)
     return float(np.std(window)) if window.size else None
 
 
 def mean_abs_change(
-    times: Sequence[float], accuracies: Sequence[float], final_time: float | None = None
+    times: Sequence[float], accuracies: Sequence[float], budget: float | None = None
 ) -> float | None:
     """Mean absolute change between consecutive evaluations in the same second-half window.
 
     The same window as ``sigma_acc``, so the two stability figures describe the same evaluations;
     None with fewer than two evaluations there.
     """
-    window = second_half(times, accuracies, final_time)
+    window = second_half(times, accuracies, budget)
     return float(np.mean(np.abs(np.diff(window)))) if window.size >= 2 else None
 
 
-def time_to_accuracy(
-    times: Sequence[float], accuracies: Sequence[float], target: float
-) -> float | None:
-    """The first virtual time at which the accuracy reaches ``target``; None if it never does."""
-    for time, accuracy in zip(times, accuracies, strict=True):
+def first_reached(accuracies: Sequence[float], target: float) -> int | None:
+    """The position of the first accuracy ``>= target``; None if none is."""
+    for position, accuracy in enumerate(accuracies):
         if accuracy >= target:
-            return float(time)
+            return position
     return None
+
+
+def time_to_accuracy(
+    times: Sequence[float | None], accuracies: Sequence[float], target: float
+) -> float | None:
+    """The first time at which the accuracy reaches ``target`` (``>=``); None if it never does.
+
+    ``times`` may be virtual or wall times (the bench asks for both on the same grid); a missing
+    (None) time gives None.
+    """
+    if len(times) != len(accuracies):
+        raise InvalidArgument(
+            f"times and accuracies must have the same length, got {len(times)} times and "
+            f"{len(accuracies)} accuracies"
+        )
+    position = first_reached(accuracies, target)
+    return None if position is None or times[position] is None else float(times[position])
 
 
 def final_mean(accuracies: Sequence[float], last: int = CONVERGED_LAST) -> float | None:
@@ -84,13 +106,6 @@ def converged(accuracies: Sequence[float], ssgd_accuracies: Sequence[float]) -> 
     if mine is None or reference is None:
         return None
     return mine >= CONVERGED_FRACTION * reference
-
-
-def stability_gain(sigma: float | None, baseline_sigma: float | None) -> float | None:
-    """Stability gain over a baseline: ``(sigma_B - sigma_A) / sigma_B``; None if undefined."""
-    if sigma is None or baseline_sigma is None or baseline_sigma == 0:
-        return None
-    return (baseline_sigma - sigma) / baseline_sigma
 
 
 def staleness_stats(updates: Sequence[Mapping[str, Any]]) -> tuple[float | None, int | None]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from fl_async.app.config import parse_run_config
 from fl_async.app.results import HISTORY
+from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.scenarios import (
     BASELINE,
     UNLIMITED_ROUNDS,
@@ -32,7 +33,7 @@ from fl_async.bench.scenarios import (
     run_config,
     to_run_config_text,
 )
-from fl_async.validation import InvalidArgument
+from fl_async.validation import InvalidArgument, check_int
 
 SUITE_FILE = "suite.json"
 RUN_FILE = "bench-run.json"
@@ -55,8 +56,11 @@ class SuiteSpec:
     rounds: int
     max_virtual_time: float | None
     extra: dict[str, object] = field(default_factory=dict)
+    grid: int = DEFAULT_GRID
+    """G: every run is compared at G equally spaced virtual times over its budget."""
 
     def __post_init__(self) -> None:
+        check_int("grid", self.grid, minimum=2)
         if self.max_virtual_time is None and BASELINE not in self.strategies:
             raise SuiteError(
                 f"without --max-virtual-time the budget is the virtual time of {self.rounds} "
@@ -72,7 +76,11 @@ class SuiteSpec:
         return self.max_virtual_time is None
 
     def config(self, strategy: str, split: str, seed: int, budget: float | None) -> dict:
-        """The run config of one run; ``budget`` is the virtual-time budget (None: rounds)."""
+        """The run config of one run; ``budget`` is the virtual-time budget (None: rounds).
+
+        A run with a budget records its grid (``eval-grid``); SSGD setting the budget cannot
+        (T is unknown until it ends): the report derives its grid from its evaluations.
+        """
         rounds = self.rounds if budget is None else UNLIMITED_ROUNDS
         return run_config(
             strategy=strategy,
@@ -84,6 +92,7 @@ class SuiteSpec:
             num_rounds=rounds,
             max_virtual_time=budget,
             extra=self.extra,
+            eval_grid=None if budget is None else self.grid,
         )
 
     def as_json(self) -> dict[str, object]:
@@ -100,6 +109,7 @@ class SuiteSpec:
             "nodes": self.nodes,
             "rounds": self.rounds,
             "max-virtual-time": self.max_virtual_time,
+            "grid": self.grid,
             "run-config": self.extra,
         }
 
@@ -133,9 +143,14 @@ def check_existing(directory: Path, config: dict) -> None:
     wanted.pop("output-dir", None)
     if before is not None and before != wanted:
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
+        hint = "resume with the same options or choose another --out"
+        if "eval-grid" in changed and "eval-grid" not in before:
+            hint = (
+                "it was made before the evaluation grid (eval-grid): choose another --out to "
+                "run the suite again (--report-only still reports this folder)"
+            )
         raise SuiteError(
-            f"{directory} was run with other settings ({', '.join(changed)} differ); "
-            "resume with the same options or choose another --out"
+            f"{directory} was run with other settings ({', '.join(changed)} differ); {hint}"
         )
 
 

@@ -75,8 +75,10 @@ def run_config(
     num_rounds: int,
     max_virtual_time: float | None,
     extra: dict[str, object],
+    eval_grid: int | None = None,
 ) -> dict[str, object]:
-    """The run config of one run (``extra``, the user's overrides, win)."""
+    """The run config of one run (``extra``, the user's overrides, win); ``eval_grid`` G adds
+    ``eval-grid`` (the comparison grid over ``max_virtual_time``)."""
     buffer_size = extra.get("fedbuff.buffer-size")
     config: dict[str, object] = {
         "strategy": strategy,
@@ -94,6 +96,9 @@ def run_config(
         "correlate": scenario.correlate,
         **SPLITS[split],
     }
+    if eval_grid:
+        # Left out otherwise: a run config without it matches a run made before the grid.
+        config["eval-grid"] = eval_grid
     config.update(extra)
     return config
 

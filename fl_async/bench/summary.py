@@ -1,0 +1,99 @@
+"""One row per strategy: a split's per-run metrics over seeds, and the paired comparisons.
+
+Every comparison pairs seeds (the same seed of two strategies shares partitions, initial weights
+and node speeds) and comes with its bootstrap interval (``fl_async.bench.stats``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fl_async.bench import stats
+from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, STRATEGIES
+
+PerRun = Mapping[str, Mapping[int, Mapping[str, Any]]]
+"""strategy -> seed -> ``run_metrics``, for one split."""
+
+
+def summarize(per_run: PerRun) -> list[dict[str, Any]]:
+    """One row per strategy (order of ``STRATEGIES``, SSGD first): means over its seeds, and
+    the paired estimates vs SSGD and ASGD (``stats.Estimate``)."""
+    rows = [_row(strategy, per_run[strategy]) for strategy in sorted(per_run, key=strategy_order)]
+    reference = per_run.get(STABILITY_BASELINE, {})
+    for row in rows:
+        row["stability-gain"] = stability_gain(per_run[row["strategy"]], reference)
+    return rows
+
+
+def _row(strategy: str, seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The row of one strategy, from the runs that have a grid (the others are noted apart)."""
+    values = list(seeds.values())
+    accuracies = _present(values, "final-accuracy")
+    ratios = _present(values, "time-ratio")
+    with_baseline = [v for v in values if v.get("converged") is not None]
+    return {
+        "strategy": strategy,
+        "seeds": sorted(seeds),
+        "grid-seeds": sorted(s for s, v in seeds.items() if v.get("final-accuracy") is not None),
+        "accuracy-mean": _mean(accuracies),
+        "accuracy-sd": float(np.std(accuracies)) if accuracies else None,
+        # per seed: final accuracy minus SSGD's, same seed (the pairing is in the run metrics)
+        "accuracy-difference": stats.paired(stats.mean, _present(values, "accuracy-difference")),
+        "sigma-acc": _mean(_present(values, "sigma-acc")),
+        "mean-abs-change": _mean(_present(values, "mean-abs-change")),
+        "time-ratio": stats.paired(stats.mean, ratios),
+        "reached": len(ratios),
+        "time-ratio-90": _mean(_present(values, "time-ratio-90")),
+        "reached-90": len(_present(values, "time-ratio-90")),
+        "wall-ratio": _mean(_present(values, "wall-ratio")),
+        "reached-wall": len(_present(values, "wall-ratio")),
+        "with-baseline": len(with_baseline),
+        "converged": sum(1 for v in with_baseline if v["converged"]),
+        "mean-staleness": _mean(_present(values, "mean-staleness")),
+        "max-staleness": max(_present(values, "max-staleness"), default=None),
+        "applied": _mean(_present(values, "applied")),
+        "rejected": _mean(_present(values, "rejected")),
+        "virtual-time": _mean(_present(values, "virtual-time")),
+        "wall-time": _mean(_present(values, "wall-time")),
+    }
+
+
+def stability_gain(
+    mine: Mapping[int, Mapping[str, Any]], reference: Mapping[int, Mapping[str, Any]]
+) -> stats.Estimate:
+    """``(σ_B − σ_A) / σ_B`` over the seeds both have a σ_acc for, each σ averaged over them."""
+    # Paired: a half-finished suite must not compare one seed set with another.
+    common = [
+        seed
+        for seed in sorted(mine)
+        if mine[seed].get("sigma-acc") is not None
+        and reference.get(seed, {}).get("sigma-acc") is not None
+    ]
+    return stats.paired(
+        stats.relative_reduction,
+        [mine[seed]["sigma-acc"] for seed in common],
+        [reference[seed]["sigma-acc"] for seed in common],
+    )
+
+
+def strategy_order(name: str) -> int:
+    """Sort key: SSGD first, then the order of ``STRATEGIES``."""
+    return STRATEGIES.index(name) if name != BASELINE else -1
+
+
+def as_json(value: Any) -> Any:
+    """``json.dumps``'s ``default`` for the rows: an Estimate as its fields."""
+    if isinstance(value, stats.Estimate):
+        return value.as_json()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _present(values: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [v[key] for v in values if v.get(key) is not None]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
