@@ -198,12 +198,12 @@ def process_group(pid: int, name: str) -> str:
     return "Ray services"
 
 
-def tree_memory() -> dict[str, Any]:
-    """Summed RSS and PSS (shared pages split between sharers) of the tree, in bytes, also
-    per process group."""
+def tree_memory(root: int | None = None) -> dict[str, Any]:
+    """Summed RSS and PSS (shared pages split between sharers) of the tree under ``root``
+    (default: this process), in bytes, also per process group."""
     total = {"rss": 0, "pss": 0, "processes": 0}
     groups: dict[str, dict[str, int]] = {}
-    for pid in process_tree():
+    for pid in process_tree(root):
         values = {"rss": 0, "pss": 0}
         try:
             with open(f"/proc/{pid}/stat") as f:
