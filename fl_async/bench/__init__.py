@@ -3,6 +3,8 @@
 ``metrics`` (pure functions of an evaluation series), ``grid`` (each run's accuracy at G equally
 spaced virtual times, recorded or derived), ``stats`` (paired-seed bootstrap intervals),
 ``scenarios`` (issue 6's settings), ``runner`` (one ``python -m fl_async.app`` per run,
-resumable), ``summary`` and ``table`` (rows over seeds, Markdown), ``report`` (report, plots,
-JSON) and ``cli`` (``fl-async bench``). docs/bench.md describes them.
+resumable), ``records`` (a run as a small JSON record, what the report reads), ``summary`` and
+``table`` (rows over seeds, Markdown), ``report`` (report, plots, JSON), ``export`` (a suite's
+records folder), ``blocks`` (generated tables in a Markdown file) and ``cli``
+(``fl-async bench``). docs/bench.md describes them.
 """

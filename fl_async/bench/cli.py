@@ -5,7 +5,8 @@ Example::
     fl-async bench --scenario a --strategies ssgd,asgd,gsgm --seeds 0,1 --out outputs/bench/a
 
 Run it again with the same options to resume; ``--report-only`` rewrites the report from the
-runs already there.
+runs already there (or from a records folder); ``--export DIR`` writes the runs' records into
+DIR; ``--tables FILE.md`` rewrites the Markdown file's generated tables from records folders.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+from fl_async.bench.blocks import rewrite_tables
+from fl_async.bench.export import export_suite, is_records_folder
 from fl_async.bench.grid import DEFAULT_GRID
-from fl_async.bench.report import REPORT, write_report
+from fl_async.bench.report import REPORT, write_records_report, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
 from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
 from fl_async.extras import require
@@ -33,8 +36,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--actors", type=int, default=2, help="ClientApps training at once (default: 2)"
     )
+    _add_output_arguments(parser)
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options that run nothing: the report, the export and the generated tables."""
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rewrite the report from finished runs (or from a records folder)",
+    )
+    only.add_argument(
+        "--export",
+        metavar="DIR",
+        default=None,
+        help="write the records of --out's finished runs into DIR (runs nothing)",
+    )
+    only.add_argument(
+        "--tables",
+        metavar="MARKDOWN",
+        default=None,
+        help="rewrite the generated blocks of MARKDOWN from their records folders (no --out)",
+    )
     parser.add_argument(
-        "--report-only", action="store_true", help="only rewrite the report from finished runs"
+        "--check",
+        action="store_true",
+        help="with --tables: write nothing, exit 1 naming each block that is out of date",
     )
 
 
@@ -56,7 +84,7 @@ def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
         "default: all of the scenario's)",
     )
     parser.add_argument(
-        "--out", required=True, help="the suite folder (created; resumed if it exists)"
+        "--out", default=None, help="the suite folder (created; resumed if it exists)"
     )
 
 
@@ -103,44 +131,111 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run (or resume) the suite, then write its report; 2 on bad input, 1 if a run failed."""
-    out = Path(args.out)
+    """Run (or resume) the suite, then write its report; or only the report, the export or the
+    tables. 2 on bad input, 1 if a run failed (or, with --check, a table is out of date)."""
+    if args.tables is not None:
+        return run_tables(Path(args.tables), check=args.check)
     try:
         spec = build_spec(args)
-        if not args.report_only:
+        if args.out is None:
+            raise InvalidArgument("--out is required (the suite folder) unless --tables is given")
+        if args.check:
+            raise InvalidArgument("--check goes with --tables")
+        if not args.report_only and args.export is None:
+            _check_suite_folder(Path(args.out))
             require("fl-async bench", "ray", "matplotlib")
     except (InvalidArgument, ModuleNotFoundError) as error:
-        print(f"fl-async bench: error: {error}", file=sys.stderr)
-        return 2
-    if not args.report_only:
-        started = time.monotonic()
-        try:
-            check_dataset(spec)
-            outcome = run_suite(spec, out, actors=args.actors)
-        except SuiteError as error:
-            print(f"fl-async bench: error: {error}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("fl-async bench: interrupted; run the same command again to resume")
-            write_report(out, title=_title(spec), grid_size=spec.grid)
-            return 130
-        total = len(planned_runs(spec, out))
-        print(
-            f"fl-async bench: {len(outcome.ran)} ran, {len(outcome.skipped)} already done, "
-            f"{len(outcome.failed)} failed, {len(outcome.blocked)} waiting for SSGD, of {total}, "
-            f"in {time.monotonic() - started:.0f} s"
-        )
-    if not out.is_dir():
-        print(f"fl-async bench: error: no suite folder {out}", file=sys.stderr)
-        return 2
+        return _error(error)
+    out = Path(args.out)
+    if args.export is not None:
+        return run_export(out, Path(args.export), args.grid)
     if args.report_only:
-        paths = write_report(out, _recorded_title(out), _recorded_grid(out, args.grid))
-    else:
-        paths = write_report(out, title=_title(spec), grid_size=spec.grid)
+        return run_report(out, args.grid)
+    return run_and_report(spec, out, args.actors)
+
+
+def run_and_report(spec: SuiteSpec, out: Path, actors: int) -> int:
+    """Run the suite's missing runs into ``out``, then write its report; 1 if a run failed."""
+    started = time.monotonic()
+    try:
+        check_dataset(spec)
+        outcome = run_suite(spec, out, actors=actors)
+    except SuiteError as error:
+        return _error(error)
+    except KeyboardInterrupt:
+        print("fl-async bench: interrupted; run the same command again to resume")
+        write_report(out, title=_title(spec), grid_size=spec.grid)
+        return 130
+    total = len(planned_runs(spec, out))
+    print(
+        f"fl-async bench: {len(outcome.ran)} ran, {len(outcome.skipped)} already done, "
+        f"{len(outcome.failed)} failed, {len(outcome.blocked)} waiting for SSGD, of {total}, "
+        f"in {time.monotonic() - started:.0f} s"
+    )
+    paths = write_report(out, title=_title(spec), grid_size=spec.grid)
     print(f"fl-async bench: report in {out / REPORT}; wrote {', '.join(str(p) for p in paths)}")
-    if not args.report_only and (outcome.failed or outcome.blocked):
-        return 1
+    return 1 if outcome.failed or outcome.blocked else 0
+
+
+def run_report(out: Path, grid: int | None) -> int:
+    """``--report-only``: the report of a suite folder's histories or of a records folder."""
+    if not out.is_dir():
+        return _error(f"no suite folder {out}")
+    try:
+        if is_records_folder(out):
+            if grid is not None:
+                raise InvalidArgument(
+                    "--grid does not apply to a records folder (its grids are in its records): "
+                    "export the suite again with --grid"
+                )
+            paths = write_records_report(out, _recorded_title(out))
+        else:
+            paths = write_report(out, _recorded_title(out), _recorded_grid(out, grid))
+    except InvalidArgument as error:
+        return _error(error)
+    print(f"fl-async bench: report in {out / REPORT}; wrote {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def run_export(out: Path, dest: Path, grid: int | None) -> int:
+    """``--export DIR``: the records of the suite folder's finished runs, written into DIR."""
+    try:
+        grid_size = _recorded_grid(out, grid) if out.is_dir() else DEFAULT_GRID
+        paths = export_suite(out, dest, grid_size)
+    except InvalidArgument as error:
+        return _error(error)
+    print(f"fl-async bench: exported {len(paths) - 1} runs of {out} to {dest}")
+    return 0
+
+
+def run_tables(markdown: Path, check: bool = False) -> int:
+    """``--tables FILE.md``: rewrite its generated blocks (``check``: exit 1 naming each block
+    that differs from its records, write nothing)."""
+    try:
+        blocks, changed = rewrite_tables(markdown, check=check)
+    except InvalidArgument as error:
+        return _error(error)
+    if check:
+        for block in changed:
+            print(
+                f"fl-async bench: {markdown}: {block.name} differs from its records; "
+                f"run fl-async bench --tables {markdown}",
+                file=sys.stderr,
+            )
+        return 1 if changed else 0
+    print(f"fl-async bench: {markdown}: {len(changed)} of {len(blocks)} generated blocks rewritten")
+    return 0
+
+
+def _check_suite_folder(out: Path) -> None:
+    """A records folder holds no runs to resume: refuse to run a suite into it."""
+    if out.is_dir() and is_records_folder(out):
+        raise SuiteError(f"{out} is a records folder: use --report-only, or another --out")
+
+
+def _error(error: object) -> int:
+    print(f"fl-async bench: error: {error}", file=sys.stderr)
+    return 2
 
 
 def build_spec(args: argparse.Namespace) -> SuiteSpec:
@@ -238,13 +333,12 @@ def _overrides(text: str) -> dict[str, object]:
 
 def _recorded_title(out: Path) -> str:
     """The title of the suite the folder holds (``--report-only`` takes no suite options)."""
-    path = out / SUITE_FILE
-    if not path.is_file():
+    settings = _recorded_settings(out)
+    if not settings:
         return "fl-async bench"
-    latest = json.loads(path.read_text())["latest"]
     return (
-        f"fl-async bench: scenario {latest['scenario']} ({latest['description']}), "
-        f"{latest['dataset']}, {latest['nodes']} nodes"
+        f"fl-async bench: scenario {settings['scenario']} ({settings['description']}), "
+        f"{settings['dataset']}, {settings['nodes']} nodes"
     )
 
 
@@ -252,9 +346,14 @@ def _recorded_grid(out: Path, given: int | None) -> int:
     """G of a derived grid for ``--report-only``: ``--grid`` if given, else the suite's."""
     if given is not None:
         return given  # build_spec checked it
+    return int(_recorded_settings(out).get("grid") or DEFAULT_GRID)
+
+
+def _recorded_settings(out: Path) -> dict:
+    """The suite's settings: a suite folder's latest call, or a records folder's settings."""
     path = out / SUITE_FILE
-    latest = json.loads(path.read_text()).get("latest", {}) if path.is_file() else {}
-    return int(latest.get("grid") or DEFAULT_GRID)
+    suite = json.loads(path.read_text()) if path.is_file() else {}
+    return suite.get("latest") or suite.get("settings") or {}
 
 
 def _title(spec: SuiteSpec) -> str:

@@ -100,14 +100,25 @@ def budget_of(history: History) -> float:
 def run_grid(history: History, size: int = DEFAULT_GRID) -> Grid | None:
     """The run's grid: recorded if it has one, else derived (``size`` points) if it was
     evaluated at every server step, else None (``grid_note`` says why)."""
+    found = grid_points(history, size)
+    if found is None:
+        return None
+    source, grid_size, points = found
+    return _grid(points, grid_size, budget_of(history), source)
+
+
+def grid_points(
+    history: History, size: int = DEFAULT_GRID
+) -> tuple[str, int, list[Mapping[str, Any]]] | None:
+    """The source, G and points of the run's grid (``run_grid``), None when it has none."""
     recorded = [g for g in history.get("grid-evaluations") or [] if g.get("accuracy") is not None]
     if recorded:
         configured = int(history.get("config", {}).get("eval-grid") or 0)
-        return _grid(recorded, configured or len(recorded), budget_of(history), RECORDED)
+        return RECORDED, configured or len(recorded), recorded
     if "grid-evaluations" in history and history.get("config", {}).get("eval-grid"):
         return None  # run with a grid, stopped before its first point: nothing to derive either
     if evaluates_every_step(history) and budget_of(history) > 0:
-        return _grid(derive_grid(history, size), size, budget_of(history), DERIVED)
+        return DERIVED, size, derive_grid(history, size)
     return None
 
 

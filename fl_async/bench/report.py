@@ -1,5 +1,10 @@
 """A suite's results: per-run metrics on the comparison grid, a Markdown table per split, plots
-and the raw JSON (docs/bench.md, Metrics)."""
+and the raw JSON (docs/bench.md, Metrics).
+
+Every figure is computed from records (``fl_async.bench.records``): a suite folder's histories
+are made into records first, so a records folder (``fl-async bench --export``) gives the same
+tables without them.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,16 @@ from typing import Any
 
 from fl_async.app.results import HISTORY
 from fl_async.bench import metrics, stats
-from fl_async.bench.grid import DEFAULT_GRID, Grid, grid_note, run_grid, split_grid_size
+from fl_async.bench.grid import DEFAULT_GRID, Grid
+from fl_async.bench.records import (
+    Record,
+    Records,
+    load_records,
+    make_record,
+    record_grid,
+    record_note,
+    split_records,
+)
 from fl_async.bench.scenarios import BASELINE, STRATEGIES
 from fl_async.bench.summary import PerRun, as_json, strategy_order, summarize
 from fl_async.bench.table import markdown_table, notes, per_seed_table
@@ -49,28 +63,33 @@ def series(history: History) -> tuple[list[float], list[float]]:
 def run_metrics(
     history: History, baseline: History | None = None, grid_size: int = DEFAULT_GRID
 ) -> dict[str, Any]:
-    """The metrics of one run on its comparison grid (``grid_size`` points when derived); those
-    relative to SSGD need ``baseline`` (same split and seed). A run with no grid gets a ``note``
-    and no accuracy figure."""
-    grid = run_grid(history, grid_size)
-    mean_staleness, max_staleness = metrics.staleness_stats(history["updates"])
-    applied, rejected = metrics.update_counts(history["updates"])
+    """``record_metrics`` of one run's history (``grid_size`` points when its grid is derived)
+    and of its SSGD ``baseline`` (same split and seed)."""
+    base = None if baseline is None else make_record(baseline, grid_size)
+    return record_metrics(make_record(history, grid_size), base)
+
+
+def record_metrics(record: Record, baseline: Record | None = None) -> dict[str, Any]:
+    """The metrics of one run on its comparison grid; those relative to SSGD need ``baseline``
+    (same split and seed). A run with no grid gets a ``note`` and no accuracy figure."""
+    grid = record_grid(record)
+    summary = record["summary"]
     found: dict[str, Any] = {
-        "note": grid_note(history, grid),
-        "mean-staleness": mean_staleness,
-        "max-staleness": max_staleness,
-        "applied": applied,
-        "rejected": rejected,
-        "server-steps": history.get("server-steps"),
-        "evaluations": len(series(history)[0]),
-        "virtual-time": history.get("virtual-time"),
-        "wall-time": history.get("wall-time"),
-        "stopped-by": history.get("stopped-by"),
+        "note": record_note(record, grid),
+        "mean-staleness": summary["staleness-mean"],
+        "max-staleness": summary["staleness-max"],
+        "applied": summary["applied"],
+        "rejected": summary["replies"] - summary["applied"],
+        "server-steps": summary["server-steps"],
+        "evaluations": summary["evaluations"],
+        "virtual-time": summary["virtual-time"],
+        "wall-time": summary["wall-time"],
+        "stopped-by": summary["stopped-by"],
     }
     if grid is None:
         return found
     found.update(grid_metrics(grid))
-    base = None if baseline is None else run_grid(baseline, grid_size)
+    base = None if baseline is None else record_grid(baseline)
     if base is not None:
         found.update(relative_metrics(grid, base))
     return found
@@ -125,41 +144,80 @@ def _ratio_of(mine: float | None, base: float | None) -> float | None:
 def split_metrics(runs: Runs, grid_size: int = DEFAULT_GRID) -> dict[str, dict[int, dict]]:
     """``run_metrics`` of every run of one split; a derived grid takes the G of the split's
     recorded grids (``grid_size`` when none has one)."""
-    size = split_grid_size((h for by_seed in runs.values() for h in by_seed.values()), grid_size)
-    baselines = runs.get(BASELINE, {})
+    return records_metrics(split_records(runs, grid_size))
+
+
+def records_metrics(records: Records) -> dict[str, dict[int, dict]]:
+    """``record_metrics`` of every run of one split, each against its seed's SSGD record."""
+    baselines = records.get(BASELINE, {})
     return {
         strategy: {
-            seed: run_metrics(history, baselines.get(seed), size)
-            for seed, history in by_seed.items()
+            seed: record_metrics(record, baselines.get(seed)) for seed, record in by_seed.items()
         }
-        for strategy, by_seed in runs.items()
+        for strategy, by_seed in records.items()
     }
 
 
 def write_report(out: Path, title: str = "", grid_size: int = DEFAULT_GRID) -> list[Path]:
-    """Write ``report.md``, ``results.json`` and each split's plots into ``out``; their paths.
+    """Write ``report.md``, ``results.json`` and each split's plots into the suite folder
+    ``out``; their paths.
 
     ``grid_size`` is G of a derived grid in a split where no run recorded one.
     """
     runs = load_runs(out)
-    results: dict[str, Any] = {}
-    sections = [f"# {title or 'fl-async bench'}\n"]
-    paths = []
+    records = {split: split_records(split_runs, grid_size) for split, split_runs in runs.items()}
+    paths = write_tables(out, records, title, plots=True)
     for split, split_runs in runs.items():
-        per_run = split_metrics(split_runs, grid_size)
-        rows = summarize(per_run)
-        results[split] = {"runs": _by_name(per_run), "summary": rows}
         accuracy_plot = out / split / ACCURACY_PLOT
         staleness_plot = out / split / STALENESS_PLOT
-        plot_accuracy(split_runs, accuracy_plot, title=_plot_title(split, split_runs))
-        plot_staleness(split_runs, staleness_plot, title=_plot_title(split, split_runs))
+        plot_accuracy(split_runs, accuracy_plot, title=_plot_title(split, records[split]))
+        plot_staleness(split_runs, staleness_plot, title=_plot_title(split, records[split]))
         paths += [accuracy_plot, staleness_plot]
-        sections.append(_section(split, split_runs, rows, per_run))
-    if not runs:
+    return paths
+
+
+def write_records_report(folder: Path, title: str = "") -> list[Path]:
+    """Write ``report.md`` and ``results.json`` of the records folder ``folder`` into it (no
+    plots: they need the histories); their paths."""
+    return write_tables(folder, load_records(folder), title, plots=False)
+
+
+def write_tables(
+    out: Path, records: Mapping[str, Records], title: str = "", plots: bool = False
+) -> list[Path]:
+    """Write ``report.md`` and ``results.json`` of ``records`` (split -> strategy -> seed ->
+    record) into ``out``; ``plots``: link each split's plots. Their paths."""
+    results: dict[str, Any] = {}
+    sections = [f"# {title or 'fl-async bench'}\n"]
+    for split, by_strategy in sorted_records(records).items():
+        per_run = records_metrics(by_strategy)
+        rows = summarize(per_run)
+        results[split] = {"runs": _by_name(per_run), "summary": rows}
+        sections.append(_section(split, by_strategy, rows, per_run, plots))
+    if not records:
         sections.append("No finished run yet.\n")
     (out / REPORT).write_text("\n".join(sections))
     (out / RESULTS).write_text(json.dumps(results, indent=1, default=as_json) + "\n")
-    return [out / REPORT, out / RESULTS, *paths]
+    return [out / REPORT, out / RESULTS]
+
+
+def sorted_records(records: Mapping[str, Records]) -> dict[str, Records]:
+    """``records`` in the report's order: splits by name, SSGD first, seeds ascending."""
+    return {
+        split: {
+            strategy: dict(sorted(records[split][strategy].items()))
+            for strategy in sorted(records[split], key=strategy_order)
+        }
+        for split in sorted(records)
+    }
+
+
+def split_tables(split: str, records: Records) -> str:
+    """The Markdown of one split's figures, as a generated block of RESULTS.md holds them: the
+    split in bold, then what the report's section shows but its heading and plots."""
+    per_run = records_metrics(records)
+    body = _body(records, summarize(per_run), per_run)
+    return "\n".join([f"**{split}**: {body[0]}", *body[1:]])
 
 
 def plot_accuracy(runs: Runs, path: Path, title: str = "") -> None:
@@ -203,20 +261,30 @@ def plot_staleness(runs: Runs, path: Path, title: str = "") -> None:
     save_figure(figure, path)
 
 
-def _section(split: str, runs: Runs, rows: Sequence[Mapping[str, Any]], per_run: PerRun) -> str:
-    any_history = next(iter(next(iter(runs.values())).values()))
-    config = any_history.get("config", {})
+def _section(
+    split: str, records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun, plots: bool
+) -> str:
+    lines = [f"## {split}\n", *_body(records, rows, per_run), ""]
+    if plots:
+        images = f"![accuracy]({split}/{ACCURACY_PLOT}) ![staleness]({split}/{STALENESS_PLOT})"
+        lines += [images, ""]
+    return "\n".join(lines)
+
+
+def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) -> list[str]:
+    """The split's settings, budgets, table, notes and per-seed table (several seeds)."""
+    any_record = next(iter(next(iter(records.values())).values()))
+    config = any_record["config"]
     lines = [
-        f"## {split}\n",
-        f"{config.get('dataset')}, {any_history.get('num-nodes')} nodes, "
+        f"{config.get('dataset')}, {any_record['run'].get('num-nodes')} nodes, "
         f"{config.get('partition.scheme')} split, {config.get('clock.speed')} speeds "
         f"(sigma {config.get('clock.sigma')}), correlate={config.get('correlate')}.",
-        *_budget_lines(runs, per_run),
+        *_budget_lines(records, per_run),
         "",
         markdown_table(rows),
-        "",
-        *notes(per_run),
     ]
+    found_notes = notes(per_run)
+    lines += ["", *found_notes] if found_notes else []
     if any(len(by_seed) > 1 for by_seed in per_run.values()):
         lines += [
             "",
@@ -224,15 +292,10 @@ def _section(split: str, runs: Runs, rows: Sequence[Mapping[str, Any]], per_run:
             "",
             per_seed_table(per_run),
         ]
-    lines += [
-        "",
-        f"![accuracy]({split}/{ACCURACY_PLOT}) ![staleness]({split}/{STALENESS_PLOT})",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
-def _budget_lines(runs: Runs, per_run: PerRun) -> list[str]:
+def _budget_lines(records: Records, per_run: PerRun) -> list[str]:
     """The budget T of each seed and how the figures were computed (grid, intervals)."""
     budgets: dict[int, float] = {}
     sizes = set()
@@ -244,8 +307,8 @@ def _budget_lines(runs: Runs, per_run: PerRun) -> list[str]:
     if not budgets:
         return []
     shown = ", ".join(f"seed {s}: {t:.0f}" for s, t in sorted(budgets.items()))
-    ssgd = runs.get(BASELINE, {}).values()
-    sets = any(not h.get("config", {}).get("max-virtual-time") for h in ssgd)
+    ssgd = records.get(BASELINE, {}).values()
+    sets = any(not r["config"].get("max-virtual-time") for r in ssgd)
     source = "SSGD's final virtual time" if sets else "--max-virtual-time"
     return [
         f"Virtual-time budget T ({source}): {shown}.",
@@ -256,9 +319,9 @@ def _budget_lines(runs: Runs, per_run: PerRun) -> list[str]:
     ]
 
 
-def _plot_title(split: str, runs: Runs) -> str:
-    history = next(iter(next(iter(runs.values())).values()))
-    return f"{history.get('config', {}).get('dataset')}, {history.get('num-nodes')} nodes, {split}"
+def _plot_title(split: str, records: Records) -> str:
+    record = next(iter(next(iter(records.values())).values()))
+    return f"{record['config'].get('dataset')}, {record['run'].get('num-nodes')} nodes, {split}"
 
 
 def _by_name(per_run: Mapping[str, Mapping[int, Any]]) -> dict[str, dict[str, Any]]:

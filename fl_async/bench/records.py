@@ -1,0 +1,192 @@
+"""Compact records: one finished run as a small JSON file the report can be computed from.
+
+A run's ``history.json`` holds every update and is not committed; its record keeps what the
+report reads (the run config, the comparison grid, a summary, the updates per node) in a few KB,
+so a suite's raw results can live in the repository and its tables be generated from them
+(docs/bench.md, "Raw results and generated tables"). The report itself goes through records:
+``split_records`` turns histories into records first, so a suite folder and a records folder give
+the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fl_async.bench import metrics
+from fl_async.bench.grid import (
+    DEFAULT_GRID,
+    Grid,
+    budget_of,
+    grid_note,
+    grid_points,
+    split_grid_size,
+)
+from fl_async.bench.scenarios import STRATEGIES
+from fl_async.validation import InvalidArgument
+
+RECORD_FORMAT = "fl-async-bench-record/1"
+"""The ``format`` of a record file; a reader refuses any other."""
+GRID_KEYS = ("index", "virtual-time", "wall-time", "accuracy", "loss", "server-step")
+"""What a record keeps of each grid point."""
+RUN_INFO = ("num-nodes", "started-at", "versions", "strategy", "dataset", "model", "partitions")
+"""The history's descriptions of the run kept in a record (each a few values)."""
+MACHINE_KEYS = ("output-dir", "data-root")
+"""Run-config keys left out of a record: paths of the machine that ran it, not settings."""
+_LINE = 200
+"""A container with no nested one whose JSON fits in this many characters takes one line."""
+
+History = Mapping[str, Any]
+Record = dict[str, Any]
+Records = dict[str, dict[int, Record]]
+"""strategy -> seed -> record, for one split."""
+
+
+def make_record(history: History, grid_size: int = DEFAULT_GRID) -> Record:
+    """The record of one run; ``grid_size`` is G of its grid when derived (SSGD's)."""
+    record = {
+        "format": RECORD_FORMAT,
+        "config": run_config(history.get("config", {})),
+        "run": {key: history[key] for key in RUN_INFO if key in history},
+        "grid": _grid_section(history, grid_size),
+        "summary": summary(history),
+        "node-updates": node_updates(history.get("updates", [])),
+    }
+    # Through JSON and back: a record in memory equals the one read from its file.
+    return json.loads(dumps(record))
+
+
+def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The run config a record keeps: every key but the machine's paths and the other
+    strategies' hyperparameters (``gsgm.*`` of an ASGD run: unread, about half the keys)."""
+    strategy = config.get("strategy")
+    return {
+        key: value
+        for key, value in config.items()
+        if key not in MACHINE_KEYS
+        and not (key.partition(".")[0] in STRATEGIES and key.partition(".")[0] != strategy)
+    }
+
+
+def _grid_section(history: History, grid_size: int) -> dict[str, Any] | None:
+    """The grid's source, G, budget T and points (recorded, or derived from the evaluations)."""
+    found = grid_points(history, grid_size)
+    if found is None:
+        return None
+    source, size, points = found
+    ordered = sorted(points, key=lambda p: int(p["index"]))
+    return {
+        "source": source,
+        "size": size,
+        "budget": budget_of(history),
+        "evaluations": [{key: p.get(key) for key in GRID_KEYS} for p in ordered],
+    }
+
+
+def summary(history: History) -> dict[str, Any]:
+    """The run's totals: how it ended, its counts, faults, rejections and staleness."""
+    updates = history.get("updates", [])
+    applied, rejected = metrics.update_counts(updates)
+    mean_staleness, max_staleness = metrics.staleness_stats(updates)
+    evaluations = [e for e in history.get("evaluations", []) if e.get("accuracy") is not None]
+    final = history.get("final-accuracy")
+    return {
+        "final-accuracy": evaluations[-1]["accuracy"] if final is None and evaluations else final,
+        "num-updates": history.get("num-updates"),
+        "server-steps": history.get("server-steps"),
+        "virtual-time": history.get("virtual-time"),
+        "wall-time": history.get("wall-time"),
+        "stopped-by": history.get("stopped-by"),
+        "faults": dict(history.get("faults") or {}),
+        "rejected": dict(history.get("rejected") or {}),
+        "replies": applied + rejected,
+        "applied": applied,
+        "evaluations": len(evaluations),
+        "staleness-mean": mean_staleness,
+        "staleness-max": max_staleness,
+    }
+
+
+def node_updates(updates: Any) -> dict[str, int]:
+    """Replies received per node, by ``stable-id`` (records without one are not counted)."""
+    counts: dict[str, int] = {}
+    for update in updates:
+        if update.get("stable-id") is not None:
+            key = str(update["stable-id"])
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def split_records(runs: Mapping[str, Mapping[int, History]], grid_size: int) -> Records:
+    """The records of one split's runs (strategy -> seed -> history); a derived grid takes the
+    G of the split's recorded grids (``grid_size`` when none has one)."""
+    size = split_grid_size((h for by_seed in runs.values() for h in by_seed.values()), grid_size)
+    return {
+        strategy: {seed: make_record(history, size) for seed, history in by_seed.items()}
+        for strategy, by_seed in runs.items()
+    }
+
+
+def record_grid(record: Record) -> Grid | None:
+    """The run's comparison grid, as ``fl_async.bench.grid.run_grid`` gave it."""
+    section = record.get("grid")
+    if section is None:
+        return None
+    points = section["evaluations"]
+    return Grid(
+        size=int(section["size"]),
+        budget=float(section["budget"]),
+        times=tuple(float(p["virtual-time"]) for p in points),
+        accuracies=tuple(float(p["accuracy"]) for p in points),
+        walls=tuple(None if p["wall-time"] is None else float(p["wall-time"]) for p in points),
+        source=section["source"],
+    )
+
+
+def record_note(record: Record, grid: Grid | None) -> str | None:
+    """Why the run has no grid or an incomplete one (``grid_note`` on the record's fields)."""
+    fields = record["summary"]
+    seen = {"config": record["config"], **{k: fields[k] for k in ("stopped-by", "virtual-time")}}
+    return grid_note(seen, grid)
+
+
+def record_path(folder: Path, split: str, strategy: str, seed: int) -> Path:
+    """Where a records folder keeps the record of one run."""
+    return folder / split / f"{strategy}-seed{seed}.json"
+
+
+def load_records(folder: Path) -> dict[str, Records]:
+    """Every record under the records folder ``folder``: split -> strategy -> seed -> record."""
+    found: dict[str, Records] = {}
+    for path in sorted(folder.glob("*/*-seed*.json")):
+        strategy, _, seed = path.stem.rpartition("-seed")
+        if strategy not in STRATEGIES or not seed.isdigit():
+            continue
+        record = json.loads(path.read_text())
+        if record.get("format") != RECORD_FORMAT:
+            raise InvalidArgument(f"{path} is not a record of format {RECORD_FORMAT!r}")
+        found.setdefault(path.parent.name, {}).setdefault(strategy, {})[int(seed)] = record
+    return found
+
+
+def dumps(value: Any) -> str:
+    """``value`` as deterministic JSON: sorted keys, Python's shortest float repr, one line per
+    item except for small flat containers (a grid point, a partition list), and a final newline."""
+    return _dump(json.loads(json.dumps(value, allow_nan=False)), "") + "\n"
+
+
+def _dump(value: Any, indent: str) -> str:
+    if not isinstance(value, dict | list) or not value:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    items = list(value.values()) if isinstance(value, dict) else value
+    flat = json.dumps(value, sort_keys=True, allow_nan=False)
+    if len(indent) + len(flat) <= _LINE and not any(isinstance(v, dict | list) for v in items):
+        return flat
+    inner = indent + " "
+    if isinstance(value, dict):
+        lines = [f"{inner}{json.dumps(k)}: {_dump(value[k], inner)}" for k in sorted(value)]
+        return "{\n" + ",\n".join(lines) + f"\n{indent}}}"
+    lines = [inner + _dump(v, inner) for v in value]
+    return "[\n" + ",\n".join(lines) + f"\n{indent}]"
