@@ -209,11 +209,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
             return "max-virtual-time"
         if target is not None and rec.reached(target, self.target_metric):
             return "target-accuracy"
-        if len(self._registry) and not self._registry.usable:
-            self._stop_detail = (
-                f"every node left the run after {self.max_failures} failed "
-                "tasks or rejected updates in a row"
-            )
+        if self._all_nodes_left():
             return "no-active-nodes"
         if rec.since_progress >= self._patience:
             self._stop_detail = (
@@ -303,6 +299,16 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
                 self._drop(msg_id, "lost")
             self._leave(node.stable_id)
 
+    def _all_nodes_left(self) -> bool:
+        """Whether every connected node has left the run for failing too often (and say so)."""
+        if not len(self._registry) or self._registry.usable:
+            return False
+        self._stop_detail = (
+            f"every node left the run after {self.max_failures} failed tasks or rejected "
+            "updates in a row"
+        )
+        return True
+
     def _wait_for_nodes(self, grid: Grid) -> str:
         """Nothing is in flight: wait for a node that may start, or give up after the timeout."""
         deadline = time.time() + self._timeout
@@ -310,9 +316,9 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
             self._refresh_nodes(grid, every=1.0)
             if self._dispatchable():
                 return ""
-            usable = [n for n in self._registry.nodes.values() if not n.retired]
-            if self._registry.nodes and not usable:
+            if self._all_nodes_left():
                 return "no-active-nodes"
+            usable = [n for n in self._registry.nodes.values() if not n.retired]
             version = self.aggregator.version
             if usable and not any(self.policy.may_start(n.stable_id, version) for n in usable):
                 self._stop_detail = f"{self.policy!r} lets no idle node start at step {version}"
