@@ -380,6 +380,14 @@ def parse(*argv: str):
         (["--max-virtual-time", "0"], "--max-virtual-time must be a finite number > 0, got 0.0"),
         (["--data-root", "/no/such/folder"], "--data-root '/no/such/folder' is not a folder"),
         (["--data-root", ".", "--run-config", "data-root='/x'"], "give the data folder once"),
+        (["--variant", "gsgm-m0"], "expected NAME=PRESET [KEY=VALUE ...]"),
+        (["--variant", "gsgm=gsgm"], "variant name 'gsgm' is a preset's name"),
+        (["--variant", "Bad=gsgm"], "bad variant name 'Bad'; allowed: lower-case letters"),
+        (["--variant", "x-seed1=gsgm"], "without '-seed'"),
+        (["--variant", "x=fedavg"], "unknown preset 'fedavg'; allowed: gsgm"),
+        (["--variant", "x=gsgm asgd.lr=0.1"], "asgd.lr would be ignored by 'gsgm'"),
+        (["--variant", "x=gsgm seed=2"], "--variant x may not set seed"),
+        (["--variant", "x=gsgm", "--variant", "x=asgd"], "the name 'x' is given twice"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(
@@ -403,6 +411,32 @@ def test_build_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built = build_spec(parse("--out", "x", "--data-root", "data"))
     assert built.extra == {"data-root": str(tmp_path / "data")}
     assert built.config("ssgd", "dirichlet", 0, None)["data-root"] == str(tmp_path / "data")
+
+
+def test_a_variant_runs_its_preset_with_its_overrides_under_its_name(tmp_path: Path) -> None:
+    built = build_spec(
+        parse("--out", "x", "--strategies", "ssgd,gsgm", "--run-config", "local-epochs=1",
+              "--variant", "gsgm-m0=gsgm gsgm.momentum=0.0", "--variant", "asgd-wl=asgd")
+    )  # fmt: skip
+    assert built.strategies == ("ssgd", "gsgm", "gsgm-m0", "asgd-wl")
+    launch = FakeLaunch()
+    run_suite(built, tmp_path, launch=launch, echo=lambda _: None)
+    by_dir = {Path(c["output-dir"]).name: c for c in launch.configs}
+    assert by_dir["gsgm-m0-seed0"]["strategy"] == "gsgm"
+    assert by_dir["gsgm-m0-seed0"]["gsgm.momentum"] == 0.0
+    assert by_dir["gsgm-m0-seed0"]["local-epochs"] == 1  # the suite's overrides too
+    assert "gsgm.momentum" not in by_dir["gsgm-seed0"]
+    assert by_dir["asgd-wl-seed0"]["strategy"] == "asgd"
+    settings = json.loads((tmp_path / "suite.json").read_text())["latest"]
+    assert settings["variants"]["gsgm-m0"] == {
+        "preset": "gsgm", "run-config": {"gsgm.momentum": 0.0}
+    }  # fmt: skip
+    # the report keeps the names, orders a variant after its preset and says what it sets
+    write_report(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    table = report[report.index("| strategy |") :].split("\n\n")[0].splitlines()[2:]
+    assert [row.split(" | ")[0] for row in table] == ["| ssgd", "| gsgm", "| gsgm-m0", "| asgd-wl"]
+    assert "`gsgm-m0` = gsgm with gsgm.momentum=0.0" in report
 
 
 def test_a_missing_dataset_stops_the_suite_before_any_run(

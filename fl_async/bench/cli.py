@@ -22,7 +22,14 @@ from fl_async.bench.export import export_suite, is_records_folder
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.report import REPORT, write_records_report, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
-from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES, replace_splits
+from fl_async.bench.scenarios import (
+    SCENARIOS,
+    SPLITS,
+    STRATEGIES,
+    Variant,
+    check_variant_name,
+    replace_splits,
+)
 from fl_async.extras import require
 from fl_async.validation import InvalidArgument, check_int, check_number
 
@@ -121,6 +128,14 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="compare every run at this many equally spaced virtual times over the budget "
         f"(default: {DEFAULT_GRID}; --report-only: the suite's)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=PRESET [KEY=VALUE ...]",
+        help="also run PRESET under NAME with these run-config overrides (repeatable), e.g. "
+        '"gsgm-m0=gsgm gsgm.momentum=0.0"',
     )
     parser.add_argument(
         "--run-config",
@@ -258,6 +273,8 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
     check_int("--actors", args.actors, minimum=1)
     grid = check_int("--grid", DEFAULT_GRID if args.grid is None else args.grid, minimum=2)
     extra = _overrides(args.run_config)
+    variants = _variants(args.variant, strategies)
+    strategies = (*strategies, *variants)
     if args.data_root is not None:
         if "data-root" in extra:
             raise SuiteError("give the data folder once: --data-root or data-root in --run-config")
@@ -276,6 +293,7 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         max_virtual_time=max_virtual_time,
         extra=extra,
         grid=grid,
+        variants=variants,
     )
 
 
@@ -311,7 +329,38 @@ def _seeds(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(seeds))
 
 
-def _overrides(text: str) -> dict[str, object]:
+def _variants(texts: list[str], strategies: tuple[str, ...]) -> dict[str, Variant]:
+    """``--variant NAME=PRESET [KEY=VALUE ...]`` options, by name."""
+    variants: dict[str, Variant] = {}
+    for text in texts:
+        head, _, overrides = str(text).strip().partition(" ")
+        name, equals, preset = head.partition("=")
+        if not equals:
+            raise SuiteError(f"--variant {text!r}: expected NAME=PRESET [KEY=VALUE ...]")
+        try:
+            check_variant_name(name)
+        except ValueError as error:
+            raise SuiteError(f"--variant {text!r}: {error}") from error
+        if name in variants or name in strategies:
+            raise SuiteError(f"--variant {text!r}: the name {name!r} is given twice")
+        if preset not in STRATEGIES:
+            raise SuiteError(
+                f"--variant {text!r}: unknown preset {preset!r}; allowed: {', '.join(STRATEGIES)}"
+            )
+        found = _overrides(overrides, option=f"--variant {name}")
+        foreign = sorted(
+            k for k in found if k.partition(".")[0] in STRATEGIES and k.partition(".")[0] != preset
+        )
+        if foreign:
+            raise SuiteError(
+                f"--variant {text!r}: {', '.join(foreign)} would be ignored by {preset!r}; "
+                f"set {preset}.* keys or run-config keys shared by every strategy"
+            )
+        variants[name] = Variant(name, preset, found)
+    return variants
+
+
+def _overrides(text: str, option: str = "--run-config") -> dict[str, object]:
     if not text.strip():
         return {}
     import click
@@ -320,12 +369,12 @@ def _overrides(text: str) -> dict[str, object]:
     try:
         found = parse_config_args([text])
     except click.ClickException as error:
-        raise SuiteError(f"--run-config {text!r}: {error.message}") from error
+        raise SuiteError(f"{option} {text!r}: {error.message}") from error
     reserved = {"strategy", "seed", "num-nodes", "num-rounds", "max-virtual-time", "output-dir"}
     clash = sorted((reserved | {"eval-grid"}) & set(found))
     if clash:
         raise SuiteError(
-            f"--run-config may not set {', '.join(clash)}: use --strategies, --seeds, --nodes, "
+            f"{option} may not set {', '.join(clash)}: use --strategies, --seeds, --nodes, "
             "--rounds, --max-virtual-time, --grid and --out"
         )
     return dict(found)

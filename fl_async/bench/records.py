@@ -24,7 +24,7 @@ from fl_async.bench.grid import (
     grid_points,
     split_grid_size,
 )
-from fl_async.bench.scenarios import STRATEGIES
+from fl_async.bench.scenarios import STRATEGIES, is_run_name
 from fl_async.validation import InvalidArgument
 
 RECORD_FORMAT = "fl-async-bench-record/1"
@@ -162,7 +162,7 @@ def load_records(folder: Path) -> dict[str, Records]:
     found: dict[str, Records] = {}
     for path in sorted(folder.glob("*/*-seed*.json")):
         strategy, _, seed = path.stem.rpartition("-seed")
-        if strategy not in STRATEGIES or not seed.isdigit():
+        if not is_run_name(strategy) or not seed.isdigit():
             continue
         record = json.loads(path.read_text())
         if record.get("format") != RECORD_FORMAT:

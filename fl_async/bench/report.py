@@ -25,7 +25,7 @@ from fl_async.bench.records import (
     record_note,
     split_records,
 )
-from fl_async.bench.scenarios import BASELINE, STRATEGIES
+from fl_async.bench.scenarios import BASELINE, is_run_name
 from fl_async.bench.summary import PerRun, as_json, strategy_order, summarize
 from fl_async.bench.table import markdown_table, notes, per_seed_table
 from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
@@ -47,7 +47,7 @@ def load_runs(out: Path) -> dict[str, Runs]:
     found: dict[str, Runs] = {}
     for path in sorted(out.glob(f"*/*-seed*/{HISTORY}")):
         strategy, _, seed = path.parent.name.rpartition("-seed")
-        if strategy not in STRATEGIES or not seed.isdigit():
+        if not is_run_name(strategy) or not seed.isdigit():
             continue
         history = json.loads(path.read_text())
         found.setdefault(path.parent.parent.name, {}).setdefault(strategy, {})[int(seed)] = history
@@ -280,6 +280,7 @@ def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) 
         f"{config.get('partition.scheme')} split, {config.get('clock.speed')} speeds "
         f"(sigma {config.get('clock.sigma')}), correlate={config.get('correlate')}.",
         *_budget_lines(records, per_run),
+        *_variant_lines(records),
         "",
         markdown_table(rows),
     ]
@@ -317,6 +318,40 @@ def _budget_lines(records: Records, per_run: PerRun) -> list[str]:
         f"Intervals: {100 * stats.CONFIDENCE:.0f}% paired bootstrap over seeds "
         f"({stats.BOOTSTRAP_RESAMPLES:,} resamples, seed {stats.BOOTSTRAP_SEED}).",
     ]
+
+
+_PER_RUN_KEYS = {"strategy", "num-rounds", "max-virtual-time", "eval-every", "eval-grid"}
+"""Run-config keys that differ between the runs of a seed by design, not by a variant."""
+
+
+def _variant_lines(records: Records) -> list[str]:
+    """One line naming each variant's preset and the keys it sets: those of its preset's table
+    that differ from the preset's defaults and the shared ones that differ from SSGD's run."""
+    from fl_async.config import PRESET_TABLES
+
+    described = []
+    for name in sorted(records, key=strategy_order):
+        record = next(iter(records[name].values()))
+        config = record["config"]
+        preset = config.get("strategy")
+        if name == preset or preset not in PRESET_TABLES:
+            continue
+        defaults = {f"{preset}.{key}": value for key, value in PRESET_TABLES[preset].items()}
+        baseline = next(iter(records.get(BASELINE, {}).values()), {}).get("config", {})
+        changed = {
+            key: value
+            for key, value in sorted(config.items())
+            if (key in defaults and value != defaults[key])
+            or (
+                key not in defaults
+                and key not in _PER_RUN_KEYS
+                and baseline
+                and value != baseline.get(key)
+            )
+        }
+        shown = " ".join(f"{key}={value!r}" for key, value in changed.items()) or "no changes"
+        described.append(f"`{name}` = {preset} with {shown}")
+    return [f"Variants: {'; '.join(described)}."] if described else []
 
 
 def _plot_title(split: str, records: Records) -> str:

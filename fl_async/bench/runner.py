@@ -30,6 +30,7 @@ from fl_async.bench.scenarios import (
     BASELINE,
     UNLIMITED_ROUNDS,
     Scenario,
+    Variant,
     run_config,
     to_run_config_text,
 )
@@ -58,6 +59,8 @@ class SuiteSpec:
     extra: dict[str, object] = field(default_factory=dict)
     grid: int = DEFAULT_GRID
     """G: every run is compared at G equally spaced virtual times over its budget."""
+    variants: dict[str, Variant] = field(default_factory=dict)
+    """Named presets with overrides of their own; their names are in ``strategies`` too."""
 
     def __post_init__(self) -> None:
         check_int("grid", self.grid, minimum=2)
@@ -82,6 +85,10 @@ class SuiteSpec:
         (T is unknown until it ends): the report derives its grid from its evaluations.
         """
         rounds = self.rounds if budget is None else UNLIMITED_ROUNDS
+        extra = self.extra
+        variant = self.variants.get(strategy)
+        if variant is not None:
+            strategy, extra = variant.preset, {**extra, **variant.overrides}
         return run_config(
             strategy=strategy,
             seed=seed,
@@ -91,7 +98,7 @@ class SuiteSpec:
             dataset=self.dataset,
             num_rounds=rounds,
             max_virtual_time=budget,
-            extra=self.extra,
+            extra=extra,
             eval_grid=None if budget is None else self.grid,
         )
 
@@ -111,6 +118,11 @@ class SuiteSpec:
             "max-virtual-time": self.max_virtual_time,
             "grid": self.grid,
             "run-config": self.extra,
+            **(
+                {"variants": {name: v.as_json() for name, v in self.variants.items()}}
+                if self.variants
+                else {}
+            ),
         }
 
 

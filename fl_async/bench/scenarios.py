@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from fl_async.strategies import PRESETS
 
@@ -49,6 +50,47 @@ SCENARIOS: dict[str, Scenario] = {
         correlate="few-classes-fast",
     ),
 }
+
+
+_VARIANT_NAME = re.compile(r"[a-z][a-z0-9_.+]*(-[a-z0-9_.+]+)*")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named preset with run-config overrides of its own, run beside the presets in a suite
+    (e.g. ``gsgm-m0``: ``gsgm`` with ``gsgm.momentum=0.0``)."""
+
+    name: str
+    preset: str
+    overrides: dict[str, object] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, object]:
+        """The variant as written to ``suite.json``."""
+        return {"preset": self.preset, "run-config": dict(self.overrides)}
+
+
+def check_variant_name(name: str) -> str:
+    """``name`` if it can name a variant: lower-case letters, digits and ``_ . + -``, starting
+    with a letter, not a preset's name and without ``-seed`` (run folders end in it)."""
+    if name in STRATEGIES:
+        raise ValueError(f"variant name {name!r} is a preset's name; choose another")
+    if not _VARIANT_NAME.fullmatch(name) or "-seed" in name:
+        raise ValueError(
+            f"bad variant name {name!r}; allowed: lower-case letters, digits and _ . + -, "
+            "starting with a letter, without '-seed'"
+        )
+    return name
+
+
+def is_run_name(name: str) -> bool:
+    """Whether ``name`` can name a suite's runs: a preset or a variant."""
+    return name in STRATEGIES or (bool(_VARIANT_NAME.fullmatch(name)) and "-seed" not in name)
+
+
+def preset_of(name: str) -> str:
+    """The preset a run name starts with (``gsgm-m0`` -> ``gsgm``), for ordering; else ``name``."""
+    head = name.split("-")[0]
+    return head if head in STRATEGIES else name
 
 
 def eval_every(strategy: str, nodes: int, buffer_size: int | None = None) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fl_async.bench import stats
-from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, STRATEGIES
+from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, STRATEGIES, preset_of
 
 PerRun = Mapping[str, Mapping[int, Mapping[str, Any]]]
 """strategy -> seed -> ``run_metrics``, for one split."""
@@ -79,9 +79,14 @@ def stability_gain(
     )
 
 
-def strategy_order(name: str) -> int:
-    """Sort key: SSGD first, then the order of ``STRATEGIES``."""
-    return STRATEGIES.index(name) if name != BASELINE else -1
+def strategy_order(name: str) -> tuple[int, int, str]:
+    """Sort key: SSGD first, then the order of ``STRATEGIES``; a variant (``gsgm-m0``) after its
+    preset, variants of one preset by name, names of no preset last."""
+    if name == BASELINE:
+        return (-1, 0, "")
+    preset = preset_of(name)
+    index = STRATEGIES.index(preset) if preset in STRATEGIES else len(STRATEGIES)
+    return (index, int(name != preset), name)
 
 
 def as_json(value: Any) -> Any:
