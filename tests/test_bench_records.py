@@ -230,6 +230,12 @@ def test_tables_rewrite_every_block_and_nothing_else(
         ("<!-- end generated -->\n", "line 1: '<!-- end generated -->' closes no block"),
         ("<!-- generated from bench/suites/t split=x -->\n<!-- end generated -->", "no split 'x'"),
         ("<!-- generated from  -->\n", "malformed marker"),
+        ("<!-- generated verdict of x -->\n", "malformed marker"),
+        ("<!-- generated from a b -->\n<!-- end generated -->", "one records folder per table"),
+        (
+            "<!-- generated verdict from bench/suites/t bench/x -->\n<!-- end generated -->",
+            "bench/x is not a records folder",
+        ),
     ],
 )
 def test_bad_blocks_exit_2_naming_the_line(
@@ -248,11 +254,71 @@ def test_results_md_matches_its_records() -> None:
     text = RESULTS_MD.read_text()
     assert repository_root(RESULTS_MD) == ROOT
     blocks = find_blocks(text.split("\n"))
-    used = {(ROOT / block.source).resolve() for block in blocks}
-    for block in blocks:
-        assert is_records_folder(ROOT / block.source), f"{block.name}: no records folder"
+    sources = [(block, source) for block in blocks for source in block.source.split(" ")]
+    used = {(ROOT / source).resolve() for _, source in sources}
+    for block, source in sources:
+        assert is_records_folder(ROOT / source), f"{block.name}: no records folder {source}"
     folders = {p.resolve() for p in SUITES.glob("*") if p.is_dir()} if SUITES.is_dir() else set()
     assert folders <= used, f"records folders no block shows: {sorted(map(str, folders - used))}"
     made, _, changed = generate(text, ROOT)
     assert not changed, f"out of date: {[b.name for b in changed]}; run fl-async bench --tables"
     assert made == text
+
+
+# ------------------------------------------------------------------------------- verdict
+
+
+def metrics_of(accuracies: list[float], sigmas: list[float], converged: bool = True) -> dict:
+    return {
+        seed: {"final-accuracy": a, "sigma-acc": s, "converged": converged}
+        for seed, (a, s) in enumerate(zip(accuracies, sigmas, strict=True))
+    }
+
+
+def test_claim_one_needs_the_gain_and_no_accuracy_loss() -> None:
+    from fl_async.bench import verdict
+
+    asgd = metrics_of([0.90, 0.92, 0.94], [0.020, 0.030, 0.010])
+    steady = metrics_of([0.91, 0.93, 0.95], [0.010, 0.015, 0.005])  # 50% steadier, +1 pt
+    less_accurate = metrics_of([0.85, 0.88, 0.90], [0.010, 0.015, 0.005])
+    rows = verdict.comparison_rows({"asgd": asgd, "gsgm": steady, "gsgm-x": less_accurate})
+    assert [(r["run"], r["against"], r["claim"]) for r in rows] == [
+        ("gsgm", "asgd", True),
+        ("gsgm-x", "asgd", False),
+    ]
+    assert rows[0]["accuracy"].value == pytest.approx(1.0)
+    assert rows[0]["gain"].value == pytest.approx(0.5)
+    # a 10% gain is not enough; one seed decides nothing
+    slight = metrics_of([0.91, 0.93, 0.95], [0.018, 0.027, 0.009])
+    assert not verdict.comparison_rows({"asgd": asgd, "gsgm": slight})[0]["claim"]
+    one = verdict.comparison_rows({"asgd": {0: asgd[0]}, "gsgm": {0: steady[0]}})
+    assert one[0]["claim"] is None
+
+
+def test_claim_two_and_three_rules() -> None:
+    from fl_async.bench import verdict
+
+    gsgm = metrics_of([0.9] * 5, [0.01] * 5)
+    asgd = {s: {**m, "converged": s < 2} for s, m in metrics_of([0.8] * 5, [0.02] * 5).items()}
+    assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is True
+    asgd[2]["converged"] = True  # a third seed: "only GSGM converges" is refuted
+    assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is False
+    text = "\n".join(
+        verdict.verdict_lines(
+            [("alpha-a", {"dirichlet": {"gsgm": gsgm, "asgd": asgd}}),
+             ("alpha-b", {"dirichlet": {"gsgm": metrics_of([0.5] * 5, [0.01] * 5), "asgd": asgd}})]
+        )
+    )  # fmt: skip
+    assert "**alpha-a, dirichlet** (seeds 0, 1, 2, 3, 4)" in text
+    assert "| gsgm | asgd | +10.0 [+10.0, +10.0] | +50% [+50%, +50%] | yes |" in text
+    assert "Claim 3's rule (claim 1 against ASGD in every folder above): gsgm: no." in text
+
+
+def test_a_verdict_block_is_generated_from_records(tmp_path: Path) -> None:
+    markdown = markdown_with_blocks(tmp_path)
+    markdown.write_text("<!-- generated verdict from bench/suites/t -->\n<!-- end generated -->\n")
+    assert bench("--tables", str(markdown)) == 0
+    text = markdown.read_text()
+    assert text.startswith("<!-- generated verdict from bench/suites/t -->\n\nClaim 1 holds")
+    assert "| gsgm | asgd |" in text and "Converged (seeds):" in text
+    assert run_tables(markdown, check=True) == 0

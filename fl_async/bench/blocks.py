@@ -22,9 +22,13 @@ from pathlib import Path
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.records import load_records
 from fl_async.bench.report import sorted_records, split_tables
+from fl_async.bench.verdict import records_per_run, verdict_lines
 from fl_async.validation import InvalidArgument
 
-START = re.compile(r"^<!-- generated from (?P<source>\S+)(?: split=(?P<split>\S+))? -->$")
+START = re.compile(
+    r"^<!-- generated (?P<verdict>verdict )?from (?P<source>\S+(?: \S+)*?)"
+    r"(?: split=(?P<split>\S+))? -->$"
+)
 END = "<!-- end generated -->"
 
 
@@ -37,12 +41,16 @@ class Block:
     split: str | None
     start: int
     end: int
+    verdict: bool = False
+    """A verdict block (the claims' rules, ``fl_async.bench.verdict``); ``source`` may then name
+    several records folders, separated by spaces."""
 
     @property
     def name(self) -> str:
         """The block as messages name it: its line and its marker."""
         split = f" split={self.split}" if self.split else ""
-        return f"line {self.start + 1} (generated from {self.source}{split})"
+        kind = "verdict " if self.verdict else ""
+        return f"line {self.start + 1} (generated {kind}from {self.source}{split})"
 
 
 def find_blocks(lines: Sequence[str]) -> list[Block]:
@@ -58,7 +66,7 @@ def find_blocks(lines: Sequence[str]) -> list[Block]:
         if fenced or text.startswith(("```", "~~~")):
             continue
         match = START.match(text)
-        if match is None and text.startswith("<!-- generated from"):
+        if match is None and text.startswith("<!-- generated "):
             raise InvalidArgument(f"line {index + 1}: malformed marker {text!r}")
         if match is not None:
             if opened is not None:
@@ -70,7 +78,12 @@ def find_blocks(lines: Sequence[str]) -> list[Block]:
             if opened is None:
                 raise InvalidArgument(f"line {index + 1}: {END!r} closes no block")
             start, found = opened
-            blocks.append(Block(found["source"], found["split"], start, index))
+            verdict = found["verdict"] is not None
+            if not verdict and " " in found["source"]:
+                raise InvalidArgument(
+                    f"line {start + 1}: one records folder per table block, got {found['source']!r}"
+                )
+            blocks.append(Block(found["source"], found["split"], start, index, verdict))
             opened = None
     if opened is not None:
         raise InvalidArgument(f"line {opened[0] + 1}: the block has no {END!r}")
@@ -87,15 +100,23 @@ def repository_root(markdown: Path) -> Path:
     raise InvalidArgument(f"no repository root (.git or pyproject.toml) above {markdown}")
 
 
-def block_lines(block: Block, root: Path) -> list[str]:
-    """The lines of ``block`` as generated from its records folder, markers included."""
-    if Path(block.source).is_absolute():
+def _records_folder(block: Block, source: str, root: Path) -> Path:
+    """The records folder ``source`` of ``block`` (relative to ``root``), checked."""
+    if Path(source).is_absolute():
         raise InvalidArgument(f"{block.name}: the path must be relative to the repository root")
-    folder = root / block.source
+    folder = root / source
     if not is_records_folder(folder):
         raise InvalidArgument(
             f"{block.name}: {folder} is not a records folder (made by fl-async bench --export)"
         )
+    return folder
+
+
+def block_lines(block: Block, root: Path) -> list[str]:
+    """The lines of ``block`` as generated from its records folder(s), markers included."""
+    if block.verdict:
+        return _verdict_lines(block, root)
+    folder = _records_folder(block, block.source, root)
     records = sorted_records(load_records(folder))
     if block.split is not None and block.split not in records:
         raise InvalidArgument(
@@ -105,6 +126,23 @@ def block_lines(block: Block, root: Path) -> list[str]:
     tables = "\n\n".join(split_tables(split, records[split]) for split in splits)
     split = f" split={block.split}" if block.split else ""
     return [f"<!-- generated from {block.source}{split} -->", "", *tables.split("\n"), "", END]
+
+
+def _verdict_lines(block: Block, root: Path) -> list[str]:
+    folders = []
+    for source in block.source.split(" "):
+        per_split = records_per_run(load_records(_records_folder(block, source, root)))
+        if block.split is not None:
+            if block.split not in per_split:
+                raise InvalidArgument(
+                    f"{block.name}: no split {block.split!r} in {source}; recorded: "
+                    f"{', '.join(per_split)}"
+                )
+            per_split = {block.split: per_split[block.split]}
+        folders.append((Path(source).name, per_split))
+    split = f" split={block.split}" if block.split else ""
+    start = f"<!-- generated verdict from {block.source}{split} -->"
+    return [start, "", *verdict_lines(folders), "", END]
 
 
 def generate(text: str, root: Path) -> tuple[str, list[Block], list[Block]]:

@@ -47,7 +47,7 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
         row["strategy"],
         ",".join(str(s) for s in row["seeds"]),
         accuracy,
-        REFERENCE if baseline else _estimate(row["accuracy-difference"], scale=100, digits=1),
+        REFERENCE if baseline else estimate_text(row["accuracy-difference"], scale=100, digits=1),
         _number(row["sigma-acc"], 100, 2),
         _gain(row),
         _number(row["mean-abs-change"], 100, 2),
@@ -101,7 +101,7 @@ def notes(per_run: PerRun) -> list[str]:
     ]
 
 
-def _estimate(
+def estimate_text(
     estimate: stats.Estimate, *, scale: float, digits: int, unit: str = "", null: float = 0.0
 ) -> str:
     """``value [low, high]``, with "not distinguishable" when the interval holds ``null``; a
@@ -123,7 +123,7 @@ def _estimate(
 def _gain(row: Mapping[str, Any]) -> str:
     if row["strategy"] == STABILITY_BASELINE:
         return REFERENCE
-    return _estimate(row["stability-gain"], scale=100, digits=0, unit="%")
+    return estimate_text(row["stability-gain"], scale=100, digits=0, unit="%")
 
 
 def _time_ratio(row: Mapping[str, Any], n: int) -> str:
@@ -133,7 +133,7 @@ def _time_ratio(row: Mapping[str, Any], n: int) -> str:
     if row["reached"] == 0:
         return f"not reached (0/{n})"
     reached = "" if row["reached"] == n else f" ({row['reached']}/{n} reached)"
-    return _estimate(row["time-ratio"], scale=1, digits=2, null=1.0) + reached
+    return estimate_text(row["time-ratio"], scale=1, digits=2, null=1.0) + reached
 
 
 def _ratio(row: Mapping[str, Any], n: int, key: str, count: str) -> str:

@@ -1,0 +1,193 @@
+"""The GSGM paper's claims, judged on records: the decision rule of the GSGM study, as tables.
+
+Every comparison pairs seeds and carries its 95% bootstrap interval (``fl_async.bench.stats``).
+The rule (docs/bench.md, "The verdict"), fixed before the evaluation seeds were run:
+
+- **Claim 1** (steadier than an asynchronous baseline, with slightly higher accuracy) holds for
+  a GSGM run against a baseline on one split when its σ_acc gain over the baseline is at least
+  ``STABILITY_CLAIM`` with an interval above 0, and its final accuracy minus the baseline's is
+  at least 0 with an interval whose lower end is at least ``ACCURACY_MARGIN``.
+- **Claim 2** (only GSGM converges at 30 nodes) holds for a GSGM run when it converged on every
+  seed and each asynchronous baseline on at most ``ONLY_CONVERGES`` of them.
+- **Claim 3** (robust to the degree of non-IID) holds for a GSGM run when claim 1 against ASGD
+  holds in every records folder of the block (one per Dirichlet alpha).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fl_async.bench import stats
+from fl_async.bench.records import Records
+from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, preset_of
+from fl_async.bench.summary import stability_gain, strategy_order
+from fl_async.bench.table import estimate_text
+
+STABILITY_CLAIM = 0.20
+"""Claim 1: the σ_acc gain over the baseline (``(σ_B − σ_A) / σ_B``) must be at least this."""
+ACCURACY_MARGIN = -1.0
+"""Claim 1: the lower end of the accuracy difference's interval (points) must be at least this."""
+ONLY_CONVERGES = 2
+"""Claim 2: a baseline converging on more seeds than this refutes "only GSGM converges"."""
+CANDIDATE = "gsgm"
+"""Runs of this preset (the preset and its variants) are judged."""
+BASELINES = ("asgd", "trendsmooth", "fedasync", "fedbuff", "dcasgd")
+"""The asynchronous baselines a GSGM run is compared with, where the records hold them."""
+
+PerRun = Mapping[str, Mapping[int, Mapping[str, Any]]]
+
+
+def accuracy_difference(mine: Mapping[int, Any], theirs: Mapping[int, Any]) -> stats.Estimate:
+    """Final accuracy of A minus B's in points, mean over the seeds both reached the grid's
+    end with, and its interval."""
+    common = [
+        seed
+        for seed in sorted(mine)
+        if mine[seed].get("final-accuracy") is not None
+        and theirs.get(seed, {}).get("final-accuracy") is not None
+    ]
+    return stats.paired(
+        stats.mean,
+        [100 * (mine[s]["final-accuracy"] - theirs[s]["final-accuracy"]) for s in common],
+    )
+
+
+def claim_one(accuracy: stats.Estimate, gain: stats.Estimate) -> bool | None:
+    """Claim 1's rule on one comparison; None without intervals (fewer than 2 seeds)."""
+    if None in (accuracy.value, accuracy.low, gain.value, gain.low):
+        return None
+    return bool(
+        gain.value >= STABILITY_CLAIM
+        and gain.low > 0
+        and accuracy.value >= 0
+        and accuracy.low >= ACCURACY_MARGIN
+    )
+
+
+def candidates(per_run: PerRun) -> list[str]:
+    """The GSGM runs of a split (the preset and its variants), in table order."""
+    return sorted((n for n in per_run if preset_of(n) == CANDIDATE), key=strategy_order)
+
+
+def references(per_run: PerRun) -> list[str]:
+    """What a GSGM run is compared with: the asynchronous baselines present, then the controls
+    (variants of a baseline, e.g. ASGD paced by the white list)."""
+    found = [n for n in BASELINES if n in per_run]
+    controls = [n for n in per_run if preset_of(n) in BASELINES and n not in BASELINES]
+    return found + sorted(controls, key=strategy_order)
+
+
+def comparison_rows(per_run: PerRun) -> list[dict[str, Any]]:
+    """One row per (GSGM run, reference) of one split: the two estimates and claim 1's rule."""
+    rows = []
+    for mine in candidates(per_run):
+        for theirs in references(per_run):
+            accuracy = accuracy_difference(per_run[mine], per_run[theirs])
+            gain = stability_gain(per_run[mine], per_run[theirs])
+            rows.append(
+                {
+                    "run": mine,
+                    "against": theirs,
+                    "control": theirs not in BASELINES,
+                    "accuracy": accuracy,
+                    "gain": gain,
+                    "claim": claim_one(accuracy, gain),
+                }
+            )
+    return rows
+
+
+def converged_counts(per_run: PerRun) -> dict[str, tuple[int, int]]:
+    """Per run name: (seeds converged, seeds judged) — converged as the main table defines it."""
+    counts = {}
+    for name in sorted(per_run, key=strategy_order):
+        if name == BASELINE:
+            continue
+        judged = [m["converged"] for m in per_run[name].values() if m.get("converged") is not None]
+        counts[name] = (sum(judged), len(judged))
+    return counts
+
+
+def claim_two(per_run: PerRun, run: str) -> bool | None:
+    """Claim 2's rule for the GSGM run ``run`` on one split; None if it has no judged seed."""
+    counts = converged_counts(per_run)
+    done, judged = counts.get(run, (0, 0))
+    if not judged:
+        return None
+    others = [counts[n][0] for n in BASELINES if n in counts]
+    return done == judged and all(c <= ONLY_CONVERGES for c in others)
+
+
+def verdict_lines(folders: Sequence[tuple[str, Mapping[str, PerRun]]]) -> list[str]:
+    """The Markdown of a verdict block: per folder and split, claim 1's comparisons and the
+    convergence counts with claim 2's rule; with several folders, claim 3's rule."""
+    lines: list[str] = [
+        f"Claim 1 holds (yes) when the σ_acc gain is ≥ {STABILITY_CLAIM:.0%} with its interval "
+        f"above 0 and the accuracy difference is ≥ 0 with its interval's lower end ≥ "
+        f"{ACCURACY_MARGIN:+.1f} pts; rows against a control (a baseline's variant) credit the "
+        "aggregation, not the pacing. Intervals: 95% paired bootstrap over seeds.",
+    ]
+    holds_everywhere: dict[str, list[bool | None]] = {}
+    for folder, splits in folders:
+        for split, per_run in splits.items():
+            rows = comparison_rows(per_run)
+            lines += ["", f"**{folder}, {split}** (seeds {_seeds(per_run)}):", ""]
+            lines += _comparison_table(rows)
+            counts = converged_counts(per_run)
+            shown = ", ".join(f"{n} {c}/{j}" for n, (c, j) in counts.items())
+            lines += ["", f"Converged (seeds): {shown}."]
+            verdicts = [f"{run}: {_word(claim_two(per_run, run))}" for run in candidates(per_run)]
+            lines += [
+                f"Claim 2's rule (GSGM converged on every seed, each asynchronous baseline on at "
+                f"most {ONLY_CONVERGES}): {'; '.join(verdicts) or 'no GSGM run'}."
+            ]
+            for row in rows:
+                if row["against"] == STABILITY_BASELINE:
+                    holds_everywhere.setdefault(row["run"], []).append(row["claim"])
+    if len(folders) > 1 and holds_everywhere:
+        shown = "; ".join(
+            f"{run}: {_word(None if None in found else all(found))}"
+            for run, found in holds_everywhere.items()
+        )
+        lines += ["", f"Claim 3's rule (claim 1 against ASGD in every folder above): {shown}."]
+    return lines
+
+
+def _comparison_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [
+        "| GSGM run | against | final acc. − theirs (pts) [95% CI] "
+        "| σ_acc gain over theirs [95% CI] | claim 1 |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        against = f"{row['against']} (control)" if row["control"] else row["against"]
+        lines.append(
+            f"| {row['run']} | {against} | {_points(row['accuracy'])} "
+            f"| {_percent(row['gain'])} | {_word(row['claim'])} |"
+        )
+    return lines if rows else ["No GSGM run or no baseline in these records."]
+
+
+def _points(estimate: stats.Estimate) -> str:
+    return estimate_text(estimate, scale=1.0, digits=1)
+
+
+def _percent(estimate: stats.Estimate) -> str:
+    return estimate_text(estimate, scale=100.0, digits=0, unit="%")
+
+
+def _word(found: bool | None) -> str:
+    return {True: "yes", False: "no", None: "undecided (fewer than 2 seeds)"}[found]
+
+
+def _seeds(per_run: PerRun) -> str:
+    seeds = sorted({seed for by_seed in per_run.values() for seed in by_seed})
+    return ", ".join(str(s) for s in seeds)
+
+
+def records_per_run(records: Mapping[str, Records]) -> dict[str, PerRun]:
+    """The run metrics of each split of a records folder (each run against its seed's SSGD)."""
+    from fl_async.bench.report import records_metrics, sorted_records
+
+    return {split: records_metrics(by) for split, by in sorted_records(records).items()}
