@@ -199,6 +199,12 @@ def test_run_metrics_on_the_grid_relative_to_ssgd() -> None:
     assert run_metrics(SUITE["ssgd"][0], SUITE["ssgd"][0], 4)["time-ratio"] == 1.0
     missing = run_metrics(SUITE["fedbuff"][1], SUITE["ssgd"][1], 4)
     assert missing["note"] == NO_GRID and "final-accuracy" not in missing
+    # stopped before its grid's end (e.g. by max-wall-time): its last point is no final accuracy
+    cut = run([0.5, 0.6])
+    cut["config"]["eval-grid"], cut["stopped-by"] = 4, "max-wall-time"
+    short = run_metrics(cut, SUITE["ssgd"][0], 4)
+    assert short["note"].startswith("grid 2/4 (stopped by max-wall-time")
+    assert "final-accuracy" not in short and "sigma-acc" not in short
 
 
 def test_summary_table_with_intervals() -> None:

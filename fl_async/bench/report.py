@@ -71,7 +71,9 @@ def run_metrics(
 
 def record_metrics(record: Record, baseline: Record | None = None) -> dict[str, Any]:
     """The metrics of one run on its comparison grid; those relative to SSGD need ``baseline``
-    (same split and seed). A run with no grid gets a ``note`` and no accuracy figure."""
+    (same split and seed). A run with no grid, or with a grid it stopped before finishing (a
+    wall-time limit, a failure), gets a ``note`` and no accuracy figure: its last point is not
+    a final accuracy, and its seed drops out of the paired comparisons."""
     grid = record_grid(record)
     summary = record["summary"]
     found: dict[str, Any] = {
@@ -86,7 +88,7 @@ def record_metrics(record: Record, baseline: Record | None = None) -> dict[str, 
         "wall-time": summary["wall-time"],
         "stopped-by": summary["stopped-by"],
     }
-    if grid is None:
+    if grid is None or not grid.complete:
         return found
     found.update(grid_metrics(grid))
     base = None if baseline is None else record_grid(baseline)
