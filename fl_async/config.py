@@ -98,7 +98,7 @@ def _preset_value(default: Value) -> Check:
 _STALENESS = {"staleness": PRESET_DEFAULT, "max-staleness": PRESET_DEFAULT}
 PRESET_TABLES: dict[str, dict[str, Value]] = {
     "gsgm": {"lr": "auto", "momentum": 0.9, "average-weight": 0.5, **_STALENESS, "slack": 0},
-    "asgd": {"lr": "auto", **_STALENESS},
+    "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
     "trendsmooth": {
         "lr": "auto", "base": "sgd", "beta": 0.9, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,
         "trend-decay": 0.9, "shrink": 0.5, **_STALENESS,

@@ -32,7 +32,9 @@ def _lr(value: float | str, fallback: float, name: str = "lr") -> float:
 
 
 class ASGD(AsyncStrategy):
-    """Asynchronous SGD, fully asynchronous dispatch; ``lr="auto"`` is ``1/N``."""
+    """Asynchronous SGD; ``lr="auto"`` is ``1/N``. Dispatch is fully asynchronous, or with
+    ``slack=k`` GSGM's white list ``WhiteList(k)``: ASGD paced exactly as GSGM, the control that
+    tells GSGM's aggregation from its pacing."""
 
     def __init__(
         self,
@@ -40,10 +42,12 @@ class ASGD(AsyncStrategy):
         lr: float | str = AUTO,
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
+        slack: int | None = None,
         **kwargs: Any,
     ) -> None:
         agg = rules.ASGD(lr=_lr(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
-        super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
+        policy = Asynchronous() if slack is None else WhiteList(slack)
+        super().__init__(aggregator=agg, policy=policy, **kwargs)
         if lr == AUTO:
             self._auto.append((agg, "lr", lambda n: 1.0 / n))
 
