@@ -97,7 +97,11 @@ def _preset_value(default: Value) -> Check:
 
 _STALENESS = {"staleness": PRESET_DEFAULT, "max-staleness": PRESET_DEFAULT}
 PRESET_TABLES: dict[str, dict[str, Value]] = {
-    "gsgm": {"lr": "auto", "momentum": 0.9, "average-weight": 0.5, **_STALENESS, "slack": 0},
+    "gsgm": {
+        "lr": "auto", "momentum": 0.9, "average-weight": 0.5, **_STALENESS, "slack": 0,
+        "server-optimizer": "momentum", "momentum-rule": "update", "beta1": 0.9, "beta2": 0.999,
+        "eps": 1e-08, "schedule": "block",
+    },
     "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
     "trendsmooth": {
         "lr": "auto", "base": "sgd", "beta": 0.9, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,

@@ -2,10 +2,10 @@
 
 Each preset is constructible with no arguments. ``lr="auto"`` resolves with N = the number of
 nodes at start (docs/algorithms.md, Safe defaults for presets), so that one cycle of N updates moves
-about as far as one FedAvg round: ASGD, DCASGD, ASP and TrendSmooth(sgd) ``1/N``; GSGM and
-TrendSmooth(momentum) ``(1 - beta)/N``; TrendSmooth(adam) ``0.01``; FedBuff
-``buffer_size = min(10, N)`` with ``lr = 1``. Every other keyword goes to ``AsyncStrategy``
-(``clock=``, ``min_nodes=``, ``eval_every=``, ``checkpoint_dir=``, ...).
+about as far as one FedAvg round: ASGD, DCASGD, ASP, TrendSmooth(sgd) and GSGM(sgd) ``1/N``;
+GSGM(momentum) and TrendSmooth(momentum) ``(1 - beta)/N``; TrendSmooth(adam) and GSGM(adam)
+``0.01``; FedBuff ``buffer_size = min(10, N)`` with ``lr = 1``. Every other keyword goes to
+``AsyncStrategy`` (``clock=``, ``min_nodes=``, ``eval_every=``, ``checkpoint_dir=``, ...).
 """
 
 from __future__ import annotations
@@ -130,8 +130,17 @@ class FedBuff(AsyncStrategy):
 class GSGM(AsyncStrategy):
     """GSGM: cached, partly averaged gradients with global momentum and a white list.
 
-    ``slack`` is the white list's bound (0: every node once per cycle); ``lr="auto"`` is
-    ``(1 - momentum)/N``.
+    ``slack`` is the white list's bound (0: every node once per cycle). ``schedule="block"``
+    (default) enforces it at dispatch (``WhiteList(slack)``); ``schedule="buffer"`` dispatches
+    asynchronously and the aggregator holds a node's updates, averaged, until its turn (it is
+    told N, the number of nodes at start). ``lr="auto"``: ``server_optimizer="momentum"``
+    ``(1 - momentum)/N``, ``"sgd"`` ``1/N``, ``"adam"`` ``0.01`` (as Trend-Smooth's bases).
+
+    The momentum rule keeps ``(1 - momentum)/N``: with ``"cycle"`` a cycle's updates ``c`` (about
+    N scheduled gradients) move ``lr * c`` at once and ``lr * beta * u`` at its close, which in
+    steady state (``u = c / (1 - beta)``) is ``lr * c / (1 - beta) = c / N``, one FedAvg round
+    as with ``"update"``; ``"implicit"`` uses it unchanged, which keeps the preset's scale (its
+    ``beta_t <= beta`` only makes the steps smaller).
     """
 
     def __init__(
@@ -143,18 +152,39 @@ class GSGM(AsyncStrategy):
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
         slack: int = 0,
+        server_optimizer: str = "momentum",
+        momentum_rule: str = "update",
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        schedule: str = "block",
         **kwargs: Any,
     ) -> None:
         agg = rules.GSGM(
             lr=_lr(lr, 0.1),
             momentum=momentum,
             average_weight=average_weight,
+            server_optimizer=server_optimizer,
+            momentum_rule=momentum_rule,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
+            schedule=schedule,
+            slack=slack,
             staleness=staleness,
             max_staleness=max_staleness,
         )
-        super().__init__(aggregator=agg, policy=WhiteList(slack), **kwargs)
+        policy = WhiteList(slack) if schedule == "block" else Asynchronous()
+        super().__init__(aggregator=agg, policy=policy, **kwargs)
         if lr == AUTO:
-            self._auto.append((agg, "lr", lambda n: (1.0 - momentum) / n))
+            rule = {
+                "momentum": lambda n: (1.0 - momentum) / n,
+                "sgd": lambda n: 1.0 / n,
+                "adam": lambda n: 0.01,
+            }[server_optimizer]
+            self._auto.append((agg, "lr", rule))
+        if schedule == "buffer":
+            self._auto.append((agg, "num_nodes", lambda n: n))
 
 
 class TrendSmooth(AsyncStrategy):
