@@ -61,17 +61,23 @@ def _row(strategy: str, seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any
     }
 
 
+def common_seeds(
+    mine: Mapping[int, Mapping[str, Any]], theirs: Mapping[int, Mapping[str, Any]], key: str
+) -> list[int]:
+    """The seeds (ascending) for which both runs have the figure ``key``: the pairs."""
+    return [
+        seed
+        for seed in sorted(mine)
+        if mine[seed].get(key) is not None and theirs.get(seed, {}).get(key) is not None
+    ]
+
+
 def stability_gain(
     mine: Mapping[int, Mapping[str, Any]], reference: Mapping[int, Mapping[str, Any]]
 ) -> stats.Estimate:
     """``(σ_B − σ_A) / σ_B`` over the seeds both have a σ_acc for, each σ averaged over them."""
     # Paired: a half-finished suite must not compare one seed set with another.
-    common = [
-        seed
-        for seed in sorted(mine)
-        if mine[seed].get("sigma-acc") is not None
-        and reference.get(seed, {}).get("sigma-acc") is not None
-    ]
+    common = common_seeds(mine, reference, "sigma-acc")
     return stats.paired(
         stats.relative_reduction,
         [mine[seed]["sigma-acc"] for seed in common],

@@ -21,7 +21,7 @@ from typing import Any
 from fl_async.bench import stats
 from fl_async.bench.records import Records
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, preset_of
-from fl_async.bench.summary import stability_gain, strategy_order
+from fl_async.bench.summary import common_seeds, stability_gain, strategy_order
 from fl_async.bench.table import estimate_text
 
 STABILITY_CLAIM = 0.20
@@ -41,12 +41,7 @@ PerRun = Mapping[str, Mapping[int, Mapping[str, Any]]]
 def accuracy_difference(mine: Mapping[int, Any], theirs: Mapping[int, Any]) -> stats.Estimate:
     """Final accuracy of A minus B's in points, mean over the seeds both reached the grid's
     end with, and its interval."""
-    common = [
-        seed
-        for seed in sorted(mine)
-        if mine[seed].get("final-accuracy") is not None
-        and theirs.get(seed, {}).get("final-accuracy") is not None
-    ]
+    common = common_seeds(mine, theirs, "final-accuracy")
     return stats.paired(
         stats.mean,
         [100 * (mine[s]["final-accuracy"] - theirs[s]["final-accuracy"]) for s in common],
