@@ -186,6 +186,28 @@ SUITE = {
 }  # fmt: skip
 
 
+def test_a_grid_that_lost_its_last_point_to_rounding_takes_the_final_evaluation() -> None:
+    budget = 27636.41174326229  # budget * 4 / 4 > budget: point 4 was never taken
+    complete = run([0.5, 0.6, 0.7, 0.8], budget=budget)
+    lost = json.loads(json.dumps(complete))
+    lost["grid-evaluations"] = lost["grid-evaluations"][:3]
+    lost["virtual-time"], lost["server-steps"] = budget, 16
+    lost["evaluations"][-1].update({"virtual-time": budget, "server-step": 16})
+    grid = run_grid(lost, 4)
+    assert grid.complete and grid.accuracies == (0.5, 0.6, 0.7, 0.8)
+    assert grid.times[-1] == budget * 4 / 4
+    # not when the final evaluation came after the grid time, or is of an older version,
+    # or when more than the last point is missing
+    later = json.loads(json.dumps(lost))
+    later["evaluations"][-1]["virtual-time"] = budget + 1.0
+    older = json.loads(json.dumps(lost))
+    older["server-steps"] = 17
+    short = json.loads(json.dumps(lost))
+    short["grid-evaluations"] = short["grid-evaluations"][:2]
+    for history in (later, older, short):
+        assert not run_grid(history, 4).complete
+
+
 def test_run_metrics_on_the_grid_relative_to_ssgd() -> None:
     found = run_metrics(SUITE["asgd"][0], SUITE["ssgd"][0], 4)
     assert found["final-accuracy"] == 0.9 and found["grid-source"] == "recorded"

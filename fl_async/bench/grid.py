@@ -114,12 +114,38 @@ def grid_points(
     recorded = [g for g in history.get("grid-evaluations") or [] if g.get("accuracy") is not None]
     if recorded:
         configured = int(history.get("config", {}).get("eval-grid") or 0)
-        return RECORDED, configured or len(recorded), recorded
+        return RECORDED, configured or len(recorded), recorded + _last_point(history, recorded)
     if "grid-evaluations" in history and history.get("config", {}).get("eval-grid"):
         return None  # run with a grid, stopped before its first point: nothing to derive either
     if evaluates_every_step(history) and budget_of(history) > 0:
         return DERIVED, size, derive_grid(history, size)
     return None
+
+
+def _last_point(history: History, recorded: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Point G of a recorded grid that lacks only it, from the run's final evaluation, when that
+    evaluation is of the model in force at ``T * G / G`` (else nothing).
+
+    Before the fix in ``AsyncStrategy`` the last grid time was computed as ``T * G / G``, which
+    can exceed T by one ulp: a run stopped at T (its last update applied at T) then never took
+    point G. Its final evaluation is then that point exactly: it evaluates the final version, at
+    a virtual time no later than the grid time, and no update came after it.
+    """
+    size = int(history.get("config", {}).get("eval-grid") or 0)
+    indices = {int(p["index"]) for p in recorded}
+    if not size or indices != set(range(1, size)):
+        return []
+    budget = budget_of(history)
+    at = budget * size / size  # the time the strategy computed for point G
+    final = _evaluations(history)[-1:]
+    reached = float(history.get("virtual-time") or 0.0) >= budget * (1 - _MARGIN)
+    if not final or not reached:
+        return []
+    last = final[0]
+    if float(last["virtual-time"]) > at or last.get("server-step") != history.get("server-steps"):
+        return []
+    restored = {key: last.get(key) for key in ("server-step", "accuracy", "loss", "wall-time")}
+    return [{"index": size, "virtual-time": at, **restored}]
 
 
 def _grid(points: Sequence[Mapping[str, Any]], size: int, budget: float, source: str) -> Grid:

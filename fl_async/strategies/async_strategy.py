@@ -367,7 +367,9 @@ def _grid_times(size: int | None, budget: float | None) -> list[tuple[int, float
         return []
     if budget is None:
         raise InvalidArgument("eval_grid needs start(max_virtual_time=...): the grid spans it")
-    return [(i, budget * i / size) for i in range(1, size + 1)]
+    # The last point is T itself: T * G / G can exceed T by one ulp, and a run that stops at T
+    # (its last update applied at T) would then never take it.
+    return [(i, budget if i == size else budget * i / size) for i in range(1, size + 1)]
 
 
 def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
