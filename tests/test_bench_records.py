@@ -303,15 +303,27 @@ def test_claim_two_and_three_rules() -> None:
     assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is True
     asgd[2]["converged"] = True  # a third seed: "only GSGM converges" is refuted
     assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is False
+    split = verdict.Split
+    other = metrics_of([0.5] * 5, [0.01] * 5)
     text = "\n".join(
         verdict.verdict_lines(
-            [("alpha-a", {"dirichlet": {"gsgm": gsgm, "asgd": asgd}}),
-             ("alpha-b", {"dirichlet": {"gsgm": metrics_of([0.5] * 5, [0.01] * 5), "asgd": asgd}})]
+            [("b", {"dirichlet": split({"gsgm": gsgm, "asgd": asgd}, nodes=30, alpha=0.1)}),
+             ("alpha-b", {"dirichlet": split({"gsgm": other, "asgd": asgd}, nodes=10, alpha=1.0)}),
+             ("skew", {"label-skew": split({"gsgm": gsgm, "asgd": asgd}, nodes=10)})]
         )
     )  # fmt: skip
-    assert "**alpha-a, dirichlet** (seeds 0, 1, 2, 3, 4)" in text
+    assert "**b, dirichlet** (seeds 0, 1, 2, 3, 4)" in text
     assert "| gsgm | asgd | +10.0 [+10.0, +10.0] | +50% [+50%, +50%] | yes |" in text
-    assert "Claim 3's rule (claim 1 against ASGD in every folder above): gsgm: no." in text
+    # claim 2 at 30 nodes only; claim 3 over the Dirichlet alphas (label skew is not one)
+    assert text.count("Claim 2's rule") == 1 and "of its seeds): gsgm: no." in text
+    assert (
+        "Claim 3's rule (claim 1 against ASGD at every Dirichlet alpha above: 0.1, 1): "
+        "gsgm: no." in text
+    )
+    one_alpha = verdict.verdict_lines(
+        [("a", {"dirichlet": split({"gsgm": gsgm, "asgd": asgd}, nodes=10, alpha=0.1)})]
+    )
+    assert not any("Claim 2" in line or "Claim 3" in line for line in one_alpha)  # fmt: skip
 
 
 def test_a_verdict_block_is_generated_from_records(tmp_path: Path) -> None:
