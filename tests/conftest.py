@@ -1,6 +1,9 @@
-"""Test-wide settings: nothing is downloaded, Flower stays quiet, Ray sees no accelerator."""
+"""Test-wide settings: nothing is downloaded, Flower stays quiet, Ray sees no accelerator; and
+fixtures shared by several test files."""
 
 import os
+
+import pytest
 
 for _key, _value in {
     "HF_DATASETS_OFFLINE": "1",
@@ -11,3 +14,19 @@ for _key, _value in {
     "MPLBACKEND": "Agg",
 }.items():
     os.environ.setdefault(_key, _value)
+
+
+@pytest.fixture
+def publishes(monkeypatch):
+    """Count the aggregators' scratch-branch publications (none when every step runs in place)."""
+    from fl_async.aggregators import Aggregator
+
+    calls = []
+    original = Aggregator._publish
+
+    def spy(self, *args, **kwargs):
+        calls.append(args[-1])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Aggregator, "_publish", spy)
+    return calls

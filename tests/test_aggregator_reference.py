@@ -121,20 +121,6 @@ def _updates(seed, scale, count=14, num_nodes=4):
         yield int(rng.integers(num_nodes)), delta, int(rng.integers(0, 4))
 
 
-@pytest.fixture
-def publishes(monkeypatch):
-    """Count the scratch branch's publications (none when every step runs in place)."""
-    calls = []
-    original = Aggregator._publish
-
-    def spy(self, *args, **kwargs):
-        calls.append(args[-1])
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Aggregator, "_publish", spy)
-    return calls
-
-
 def _run(case, branch, monkeypatch, publishes, seed=0):
     """Feed the same updates to the rule (on ``branch``) and to its reference; compare after
     each update; return the rule."""

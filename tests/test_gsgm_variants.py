@@ -14,7 +14,6 @@ from fl_async.aggregators import (
     GSGM,
     HELD,
     STEPPED,
-    Aggregator,
     ClientUpdate,
     TrendSmooth,
     kernels,
@@ -126,16 +125,9 @@ def stream(seed, count=24, num_nodes=4, scale=0.3, p=None):
 
 
 @pytest.fixture(params=["in-place", "scratch"])
-def branch(request, monkeypatch):
+def branch(request, monkeypatch, publishes):
     """Count the scratch branch's publications; on "scratch" every step goes through it."""
-    calls = []
-    original = Aggregator._publish
-
-    def spy(self, *args, **kwargs):
-        calls.append(args[-1])
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Aggregator, "_publish", spy)
+    calls = publishes
     if request.param == "scratch":  # no bound is below 0
         monkeypatch.setattr(kernels, "IN_PLACE_LIMIT", 0.0)
     return request.param, calls
