@@ -12,7 +12,7 @@ from test_bench import SUITE, FakeLaunch, old, run, spec, ssgd, write_runs
 
 from fl_async.bench.blocks import find_blocks, generate, repository_root
 from fl_async.bench.cli import run_tables
-from fl_async.bench.export import SUITE_FORMAT, export_suite, is_records_folder
+from fl_async.bench.export import SUITE_FORMAT, export_suite, is_records_folder, merge_suite
 from fl_async.bench.records import RECORD_FORMAT, dumps, load_records, make_record
 from fl_async.bench.runner import run_suite
 from fl_async.cli import main as fl_async_main
@@ -129,6 +129,70 @@ def test_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "--out is required" in capsys.readouterr().err
     assert bench("--out", str(suite), "--check") == 2
     assert "--check goes with --tables" in capsys.readouterr().err
+
+
+def _suite_part(out: Path, seeds: tuple[int, ...], at: str) -> Path:
+    """``hand_made_suite``'s runs of ``seeds`` only, as a suite folder called at ``at``."""
+    write_runs(
+        out, {name: {s: h for s, h in runs.items() if s in seeds} for name, runs in SUITE.items()}
+    )
+    latest = spec(scenario=spec().scenario, grid=4, seeds=seeds).as_json()
+    argv = ["/x/.venv/bin/fl-async", "bench", "--seeds", ",".join(map(str, seeds))]
+    call = {"at": at, "argv": argv, **latest}
+    (out / "suite.json").write_text(json.dumps({"calls": [call], "latest": latest}))
+    return out
+
+
+def test_merge_adds_a_later_part_of_a_suite_and_keeps_what_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    whole, records = tmp_path / "whole", tmp_path / "records"
+    expected = tmp_path / "expected"
+    assert bench("--out", str(hand_made_suite(whole)), "--export", str(expected)) == 0
+    first = _suite_part(tmp_path / "first", (0, 1), "2026-11-23T01:00:00+0000")
+    assert bench("--out", str(first), "--export", str(records)) == 0
+    kept = {p: p.read_bytes() for p in records.rglob("*-seed*.json")}
+    second = _suite_part(tmp_path / "second", (1, 2), "2026-11-24T01:00:00+0000")
+    assert bench("--out", str(second), "--export", str(records), "--merge") == 0
+    out = capsys.readouterr().out
+    # seed 1 is in both parts: its records stay as they were, and the note compares the runs
+    assert "dirichlet/asgd-seed1: kept the record already there; the new run's grid " \
+        "accuracies are identical" in out  # fmt: skip
+    assert all(p.read_bytes() == before for p, before in kept.items())
+    assert load_records(records) == load_records(expected)
+    merged = json.loads((records / "suite.json").read_text())
+    assert merged["records"] == json.loads((expected / "suite.json").read_text())["records"]
+    assert merged["settings"]["seeds"] == [0, 1, 2]
+    assert [call["at"] for call in merged["calls"]] == [
+        "2026-11-23T01:00:00+0000", "2026-11-24T01:00:00+0000"]  # fmt: skip
+    assert merged["command"] == "fl-async bench --seeds 1,2"
+    # merging the same part again changes nothing
+    before = {p: p.read_bytes() for p in records.rglob("*.json")}
+    assert bench("--out", str(second), "--export", str(records), "--merge") == 0
+    assert {p: p.read_bytes() for p in records.rglob("*.json")} == before
+
+
+def test_merge_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    records = tmp_path / "records"
+    part = _suite_part(tmp_path / "part", (0,), "2026-11-23T01:00:00+0000")
+    with pytest.raises(InvalidArgument, match="not a records folder; export the first part"):
+        merge_suite(part, records)
+    export_suite(part, records)
+    other = _suite_part(tmp_path / "other", (2,), "2026-11-24T01:00:00+0000")
+    suite_json = json.loads((other / "suite.json").read_text())
+    suite_json["latest"]["nodes"] = 8
+    (other / "suite.json").write_text(json.dumps(suite_json))
+    with pytest.raises(InvalidArgument, match="differ from the records folder's in nodes"):
+        merge_suite(other, records)
+    changed = _suite_part(tmp_path / "changed", (0,), "2026-11-24T01:00:00+0000")
+    history_path = changed / "dirichlet" / "asgd-seed0" / "history.json"
+    history = json.loads(history_path.read_text())
+    history["config"]["lr"] = 0.5
+    history_path.write_text(json.dumps(history))
+    with pytest.raises(InvalidArgument, match="asgd-seed0 is in both with different run configs"):
+        merge_suite(changed, records)
+    assert bench("--out", str(part), "--merge") == 2
+    assert "--merge goes with --export" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the report from records

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from fl_async.bench.blocks import rewrite_tables
-from fl_async.bench.export import export_suite, is_records_folder
+from fl_async.bench.export import export_suite, is_records_folder, merge_suite
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.report import REPORT, write_records_report, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs, run_suite
@@ -70,6 +70,12 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "--check",
         action="store_true",
         help="with --tables: write nothing, exit 1 naming each block that is out of date",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --export: add the runs DIR lacks to the records folder DIR (a suite run in "
+        "parts), keeping every record already there",
     )
 
 
@@ -156,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--out is required (the suite folder) unless --tables is given")
         if args.check:
             raise InvalidArgument("--check goes with --tables")
+        if args.merge and args.export is None:
+            raise InvalidArgument("--merge goes with --export")
         if not args.report_only and args.export is None:
             _check_suite_folder(Path(args.out))
             require("fl-async bench", "ray", "matplotlib")
@@ -163,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(error)
     out = Path(args.out)
     if args.export is not None:
-        return run_export(out, Path(args.export), args.grid)
+        return run_export(out, Path(args.export), args.grid, merge=args.merge)
     if args.report_only:
         return run_report(out, args.grid)
     return run_and_report(spec, out, args.actors)
@@ -212,14 +220,21 @@ def run_report(out: Path, grid: int | None) -> int:
     return 0
 
 
-def run_export(out: Path, dest: Path, grid: int | None) -> int:
-    """``--export DIR``: the records of the suite folder's finished runs, written into DIR."""
+def run_export(out: Path, dest: Path, grid: int | None, *, merge: bool = False) -> int:
+    """``--export DIR``: the records of the suite folder's finished runs, written into DIR
+    (``merge``: added to the records folder DIR, keeping the records it holds)."""
     try:
         grid_size = _recorded_grid(out, grid) if out.is_dir() else DEFAULT_GRID
-        paths = export_suite(out, dest, grid_size)
+        if merge:
+            paths, notes = merge_suite(out, dest, grid_size)
+        else:
+            paths, notes = export_suite(out, dest, grid_size), []
     except InvalidArgument as error:
         return _error(error)
-    print(f"fl-async bench: exported {len(paths) - 1} runs of {out} to {dest}")
+    for note in notes:
+        print(f"fl-async bench: {note}")
+    action = "merged" if merge else "exported"
+    print(f"fl-async bench: {action} {len(paths) - 1} runs of {out} to {dest}")
     return 0
 
 
