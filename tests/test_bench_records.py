@@ -184,6 +184,16 @@ def test_merge_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (other / "suite.json").write_text(json.dumps(suite_json))
     with pytest.raises(InvalidArgument, match="differ from the records folder's in nodes"):
         merge_suite(other, records)
+    suite_json["latest"]["nodes"] = 4
+    suite_json["latest"]["variants"] = {"x": {"preset": "gsgm", "run-config": {"gsgm.lr": 1.0}}}
+    (other / "suite.json").write_text(json.dumps(suite_json))
+    merge_suite(other, records)  # a new variant is added to the folder's
+    assert json.loads((records / "suite.json").read_text())["settings"]["variants"] == {
+        "x": {"preset": "gsgm", "run-config": {"gsgm.lr": 1.0}}}  # fmt: skip
+    suite_json["latest"]["variants"]["x"]["run-config"] = {"gsgm.lr": 0.5}
+    (other / "suite.json").write_text(json.dumps(suite_json))
+    with pytest.raises(InvalidArgument, match="variant 'x' is .* give the new one another name"):
+        merge_suite(other, records)
     changed = _suite_part(tmp_path / "changed", (0,), "2026-11-24T01:00:00+0000")
     history_path = changed / "dirichlet" / "asgd-seed0" / "history.json"
     history = json.loads(history_path.read_text())

@@ -10,8 +10,8 @@ unchanged suite again gives byte-identical files.
 
 A suite run in parts (other seeds on another machine or in another session) is added to an
 existing records folder with ``--export DIR --merge``: the part's settings must equal the
-folder's but for its seeds, splits and strategies; records already in the folder are kept, never
-replaced, and only the runs it lacks are written.
+folder's but for its seeds, splits, strategies and variants; records already in the folder are
+kept, never replaced, and only the runs it lacks are written.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from fl_async.validation import InvalidArgument
 
 SUITE_FORMAT = "fl-async-bench-records/1"
 """The ``format`` of a records folder's ``suite.json`` (a suite folder's has none)."""
-EXTENSIBLE_SETTINGS = ("seeds", "splits", "strategies")
+EXTENSIBLE_SETTINGS = ("seeds", "splits", "strategies", "variants")
 """The settings a merge may extend (the folder keeps their union); every other must be equal."""
 
 
@@ -184,7 +184,8 @@ def _accuracies(record: Mapping[str, Any]) -> list[float] | None:
 
 
 def _merged_settings(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """``old`` with the union of each extensible setting; InvalidArgument if another differs."""
+    """``old`` with the union of each extensible setting; InvalidArgument if another differs, or
+    if a variant's name stands for another preset or overrides in the two."""
     differing = [key for key in _differing(old, new) if key not in EXTENSIBLE_SETTINGS]
     if differing:
         raise InvalidArgument(
@@ -192,11 +193,19 @@ def _merged_settings(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
             f"{', '.join(differing)} (only {', '.join(EXTENSIBLE_SETTINGS)} may differ)"
         )
     merged = dict(old)
-    for key in EXTENSIBLE_SETTINGS:
-        merged[key] = list(old.get(key) or []) + [
-            value for value in new.get(key) or [] if value not in (old.get(key) or [])
-        ]
+    for key in ("seeds", "splits", "strategies"):
+        before = list(old.get(key) or [])
+        merged[key] = before + [value for value in new.get(key) or [] if value not in before]
     merged["seeds"] = sorted(merged["seeds"])
+    variants = {**(old.get("variants") or {})}
+    for name, variant in (new.get("variants") or {}).items():
+        if variants.setdefault(name, variant) != variant:
+            raise InvalidArgument(
+                f"--merge: variant {name!r} is {variant} in the suite, {variants[name]} in the "
+                "folder: give the new one another name"
+            )
+    if variants:
+        merged["variants"] = variants
     return merged
 
 
