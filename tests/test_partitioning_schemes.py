@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fl_async.partitioning import (
-    SCHEMES,
     dirichlet,
     heterogeneity,
     iid,
@@ -82,7 +81,8 @@ def test_every_sample_lands_in_exactly_one_partition(
     assert_exact_cover(parts, labels.size)
 
 
-@pytest.mark.parametrize("scheme", list(SCHEMES))
+# natural also takes owner ids: tests/test_partitioning_natural.py holds it to the same rules.
+@pytest.mark.parametrize("scheme", list(PARAMS))
 @FAST
 @given(split=splits(per_class=True))
 def test_same_seed_same_split_and_seed_equals_its_generator(

@@ -1,10 +1,11 @@
 """Non-IID splits of a label array, how skewed they are, pictures of them, and adapters.
 
-Schemes (:mod:`.schemes`): ``iid``, ``dirichlet``, ``label_skew``, ``shards``, ``quantity_skew``
-and ``partition`` to pick one by name. Metrics (:mod:`.metrics`): ``count_matrix`` and
-``heterogeneity``. Plots (:mod:`.plots`). Adapters (:mod:`.adapters`): ``labels_of`` and
-``load_partition`` for torchvision and Hugging Face datasets, and flwr-datasets partitioners
-(:mod:`.partitioners`, loaded with flwr-datasets on first use).
+Schemes (:mod:`.schemes`): ``iid``, ``dirichlet``, ``label_skew``, ``shards``, ``quantity_skew``,
+``natural`` (by owner: a writer, a device) and ``partition`` to pick one by name. Metrics
+(:mod:`.metrics`): ``count_matrix`` and ``heterogeneity``. Plots (:mod:`.plots`). Adapters
+(:mod:`.adapters`): ``labels_of``, ``owners_of`` and ``load_partition`` for torchvision and
+Hugging Face datasets, and flwr-datasets partitioners (:mod:`.partitioners`, loaded with
+flwr-datasets on first use).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .adapters import cached_split, labels_of, load_partition, subset
+from .adapters import cached_split, labels_of, load_partition, owners_of, subset
 from .metrics import Heterogeneity, count_matrix, heterogeneity
 from .plots import plot_heatmap, plot_partitions, plot_stacked_bars
 from .schemes import (
@@ -20,6 +21,8 @@ from .schemes import (
     dirichlet,
     iid,
     label_skew,
+    natural,
+    natural_assignment,
     partition,
     quantity_skew,
     scheme_parameters,
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
         DirichletPartitioner,
         IidPartitioner,
         LabelSkewPartitioner,
+        NaturalPartitioner,
         QuantitySkewPartitioner,
         SchemePartitioner,
         ShardsPartitioner,
@@ -43,6 +47,7 @@ _PARTITIONERS = (
     "LabelSkewPartitioner",
     "ShardsPartitioner",
     "QuantitySkewPartitioner",
+    "NaturalPartitioner",
 )
 
 __all__ = [
@@ -56,6 +61,9 @@ __all__ = [
     "label_skew",
     "labels_of",
     "load_partition",
+    "natural",
+    "natural_assignment",
+    "owners_of",
     "partition",
     "plot_heatmap",
     "plot_partitions",
@@ -70,6 +78,7 @@ __all__ = [
     "LabelSkewPartitioner",
     "ShardsPartitioner",
     "QuantitySkewPartitioner",
+    "NaturalPartitioner",
 ]
 
 

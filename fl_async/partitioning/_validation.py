@@ -54,3 +54,26 @@ def as_rng(seed: Seed) -> np.random.Generator:
         raise InvalidArgument(
             f"seed must be an integer >= 0 or a numpy.random.Generator, got {seed!r}"
         ) from None
+
+
+def as_owners(owners: Any, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(ids, codes)``: the sorted distinct owner ids of ``owners`` and each sample's
+    index into ``ids`` (int64).
+
+    ``owners`` holds one integer or string id per sample (a list, numpy array or CPU tensor).
+    """
+    array = np.asarray(owners)
+    if array.ndim != 1 or array.size != num_samples:
+        raise InvalidArgument(
+            f"owners must be a 1-D array with one id per sample ({num_samples}), got shape "
+            f"{array.shape}"
+        )
+    if array.size == 0:
+        raise InvalidArgument("owners must hold at least one id, got an empty array")
+    if array.dtype.kind == "O" and all(isinstance(value, str) for value in array):
+        array = array.astype(str)
+    # Floats and booleans are refused like labels: 2.0 and 2.5 must not both become owner 2.
+    if array.dtype == np.bool_ or array.dtype.kind not in "iuUS":
+        raise InvalidArgument(f"owners must be integers or strings, got dtype {array.dtype}")
+    ids, codes = np.unique(array, return_inverse=True)
+    return ids, codes.reshape(-1).astype(np.int64, copy=False)

@@ -48,6 +48,24 @@ def labels_of(data: Any, *, label_column: str = "label") -> np.ndarray:
     return as_labels(_to_numpy(data))
 
 
+def owners_of(data: Any, *, owner_column: str = "writer_id") -> np.ndarray:
+    """Return the owner id of each sample of a Hugging Face ``datasets.Dataset``, read from
+    ``owner_column`` through Arrow (images are not decoded), for the ``natural`` scheme."""
+    if not _is_hf_dataset(data):
+        raise InvalidArgument(
+            f"owners_of reads a datasets.Dataset's owner column, got {type(data).__name__}; "
+            "pass the owner ids themselves instead"
+        )
+    check_choice("owner_column", owner_column, data.column_names)
+    column = data.with_format("arrow")[owner_column][:]
+    if column.null_count:
+        raise InvalidArgument(
+            f"owner column {owner_column!r} has {column.null_count} missing values; every "
+            "sample needs an owner"
+        )
+    return column.to_numpy(zero_copy_only=False)
+
+
 def load_partition(
     data: Any,
     partition_id: int,
@@ -104,14 +122,12 @@ def cached_split(
             "seed must be an int for a cached split, got a numpy.random.Generator"
         )
     labels = as_labels(labels)
-    digest = hashlib.blake2b(np.ascontiguousarray(labels).view(np.uint8), digest_size=16)
     key = (
-        digest.hexdigest(),
-        labels.dtype.str,
+        _digest(labels),
         scheme_name(scheme),
         num_partitions,
         seed,
-        tuple(sorted(params.items())),
+        tuple(sorted((name, _hashable(value)) for name, value in params.items())),
     )
     with _cache_lock:
         if key in _cache:
@@ -125,6 +141,21 @@ def cached_split(
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return list(parts)
+
+
+def _digest(array: np.ndarray) -> tuple[str, str, tuple[int, ...]]:
+    """The content of ``array`` as a cache key: a hash of its bytes, its dtype and its shape."""
+    if array.dtype.kind == "O":  # Python objects have no stable bytes; their text does
+        array = array.astype(str)
+    digest = hashlib.blake2b(np.ascontiguousarray(array).view(np.uint8), digest_size=16)
+    return digest.hexdigest(), array.dtype.str, array.shape
+
+
+def _hashable(value: Any) -> Any:
+    """A parameter as part of a cache key: arrays (the ``natural`` owners) by their content."""
+    if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "detach"):
+        return _digest(np.asarray(_to_numpy(value)))
+    return value
 
 
 def subset(data: Any, indices: np.ndarray) -> Any:

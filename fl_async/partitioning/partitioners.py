@@ -14,8 +14,15 @@ from fl_async.extras import require
 from fl_async.validation import InvalidArgument, check_int, check_number, check_seed
 
 from ._validation import check_at_most
-from .adapters import labels_of
-from .schemes import Partitions, partition, scheme_name, scheme_parameters
+from .adapters import labels_of, owners_of
+from .schemes import (
+    Partitions,
+    natural,
+    natural_assignment,
+    partition,
+    scheme_name,
+    scheme_parameters,
+)
 
 require("flwr-datasets partitioners", "datasets", "flwr_datasets")
 import datasets  # noqa: E402 (after the check that names the extra to install)
@@ -175,3 +182,32 @@ class QuantitySkewPartitioner(SchemePartitioner):
             min_partition_size=check_int("min_partition_size", min_partition_size, minimum=0),
             max_tries=check_int("max_tries", max_tries, minimum=1),
         )
+
+
+class NaturalPartitioner(SchemePartitioner):
+    """Each natural owner (a value of the ``partition_by`` column, e.g. a writer) wholly in one
+    partition; see :func:`~.schemes.natural`.
+
+    Unlike flwr-datasets' ``NaturalIdPartitioner`` (one partition per id, in sorted order), the
+    number of partitions is chosen: the owners, in a seeded random order, are dealt round-robin.
+    """
+
+    def __init__(
+        self, num_partitions: int, partition_by: str = "writer_id", *, seed: int = 42
+    ) -> None:
+        super().__init__("natural", num_partitions, partition_by=partition_by, seed=seed)
+
+    @property
+    def partitions(self) -> Partitions:
+        """Index arrays of all partitions (computed on first use), e.g. for ``heterogeneity``."""
+        if self._partitions is None:
+            owners = owners_of(self.dataset, owner_column=self._partition_by)
+            labels = np.zeros(owners.size, dtype=np.int8)  # the scheme reads only the owners
+            self._partitions = natural(labels, self._num_partitions, owners, self._seed)
+        return self._partitions
+
+    @property
+    def partition_id_to_natural_ids(self) -> dict[int, np.ndarray]:
+        """Partition id -> the sorted owner ids it holds."""
+        owners = owners_of(self.dataset, owner_column=self._partition_by)
+        return natural_assignment(owners, self._num_partitions, self._seed)

@@ -1,5 +1,8 @@
 """The split schemes: each maps a 1-D integer label array to one int64 index array per partition.
 
+``natural`` also takes each sample's owner (a writer, a device) and keeps every owner's samples
+together; the others split by label alone.
+
 Every scheme draws all its randomness from one ``numpy.random.Generator`` built from ``seed``, so
 one seed gives the same split on every machine (with the same numpy version). Every sample is
 assigned to exactly one partition, except in ``label_skew`` when ``num_partitions *
@@ -7,7 +10,8 @@ classes_per_partition`` is below the number of classes (then unheld classes are 
 partition's indices come in random order, so a client reading them in order sees shuffled labels.
 
 Work is linear in the number of samples: two permutations and two stable sorts of small integer
-codes (radix sorts). ``dirichlet`` and ``label_skew`` also hold a classes x partitions matrix.
+codes (radix sorts). ``dirichlet`` and ``label_skew`` also hold a classes x partitions matrix;
+``natural`` sorts the owner ids once (``numpy.unique``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 from fl_async.validation import InvalidArgument, check_int, check_number
 
 from ._labels import class_codes, compact
-from ._validation import Seed, as_labels, as_rng, check_at_most, check_num_partitions
+from ._validation import Seed, as_labels, as_owners, as_rng, check_at_most, check_num_partitions
 
 Partitions = list[np.ndarray]
 
@@ -195,12 +199,62 @@ def quantity_skew(
     return np.split(rng.permutation(labels.size), np.cumsum(counts[0])[:-1])
 
 
+def natural(labels: Any, num_partitions: int, owners: Any, seed: Seed) -> Partitions:
+    """Give every natural owner (a writer, a device) wholly to one partition.
+
+    The distinct owner ids, sorted, are put in a random order drawn from ``seed`` and dealt
+    round-robin: the owner at position j goes to partition ``j % num_partitions``. So each
+    partition holds ``num_owners // num_partitions`` or one more owners, and exactly one when
+    the two numbers are equal; :func:`natural_assignment` tells which. Fewer owners than
+    partitions is an error naming both numbers.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (n,)
+        Class label of each sample (only their number is used).
+    num_partitions : int
+        Number of partitions, between 1 and the number of distinct owners.
+    owners : array-like of int or str, shape (n,)
+        The owner id of each sample.
+    seed : int or numpy.random.Generator
+        Source of every random choice.
+    """
+    labels = as_labels(labels)
+    ids, codes = as_owners(owners, labels.size)
+    rng = as_rng(seed)
+    partition_of = _deal_owners(ids.size, num_partitions, rng)
+    return _group(partition_of[codes], num_partitions, rng)
+
+
+def natural_assignment(owners: Any, num_partitions: int, seed: int) -> dict[int, np.ndarray]:
+    """Partition id -> the sorted owner ids :func:`natural` gives it with the same int ``seed``."""
+    if isinstance(seed, np.random.Generator):
+        raise InvalidArgument(
+            "seed must be an int here, got a numpy.random.Generator: its draws depend on its "
+            "past use, so they could not match those of the split"
+        )
+    ids, _ = as_owners(owners, np.size(owners))
+    partition_of = _deal_owners(ids.size, num_partitions, as_rng(seed))
+    return {p: ids[partition_of == p] for p in range(num_partitions)}
+
+
+def _deal_owners(num_owners: int, num_partitions: Any, rng: np.random.Generator) -> np.ndarray:
+    """The partition of each owner code: a random order of the owners, dealt round-robin."""
+    num_partitions = check_at_most(
+        "num_partitions", num_partitions, 1, num_owners, "the number of distinct owners"
+    )
+    partition_of = np.empty(num_owners, dtype=np.intp)
+    partition_of[rng.permutation(num_owners)] = np.arange(num_owners) % num_partitions
+    return partition_of
+
+
 SCHEMES: dict[str, Callable[..., Partitions]] = {
     "iid": iid,
     "dirichlet": dirichlet,
     "label_skew": label_skew,
     "shards": shards,
     "quantity_skew": quantity_skew,
+    "natural": natural,
 }
 """Scheme name -> function; :func:`partition` also accepts hyphens (``label-skew``)."""
 
