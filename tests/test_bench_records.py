@@ -374,9 +374,11 @@ def test_claim_two_and_three_rules() -> None:
 
     gsgm = metrics_of([0.9] * 5, [0.01] * 5)
     asgd = {s: {**m, "converged": s < 2} for s, m in metrics_of([0.8] * 5, [0.02] * 5).items()}
-    assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is True
+    assert verdict.claim_two(verdict.converged_counts({"gsgm": gsgm, "asgd": asgd}), "gsgm") is True
     asgd[2]["converged"] = True  # a third seed: "only GSGM converges" is refuted
-    assert verdict.claim_two({"gsgm": gsgm, "asgd": asgd}, "gsgm") is False
+    assert (
+        verdict.claim_two(verdict.converged_counts({"gsgm": gsgm, "asgd": asgd}), "gsgm") is False
+    )
     split = verdict.Split
     other = metrics_of([0.5] * 5, [0.01] * 5)
     text = "\n".join(

@@ -74,7 +74,7 @@ def check_variant_name(name: str) -> str:
     with a letter, not a preset's name and without ``-seed`` (run folders end in it)."""
     if name in STRATEGIES:
         raise ValueError(f"variant name {name!r} is a preset's name; choose another")
-    if not _VARIANT_NAME.fullmatch(name) or "-seed" in name:
+    if not _is_variant_name(name):
         raise ValueError(
             f"bad variant name {name!r}; allowed: lower-case letters, digits and _ . + -, "
             "starting with a letter, without '-seed'"
@@ -84,7 +84,12 @@ def check_variant_name(name: str) -> str:
 
 def is_run_name(name: str) -> bool:
     """Whether ``name`` can name a suite's runs: a preset or a variant."""
-    return name in STRATEGIES or (bool(_VARIANT_NAME.fullmatch(name)) and "-seed" not in name)
+    return name in STRATEGIES or _is_variant_name(name)
+
+
+def _is_variant_name(name: str) -> bool:
+    """The form of a variant's name; ``-seed`` is kept out because run folders end in it."""
+    return bool(_VARIANT_NAME.fullmatch(name)) and "-seed" not in name
 
 
 def preset_of(name: str) -> str:

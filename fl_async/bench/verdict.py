@@ -110,9 +110,9 @@ def converged_counts(per_run: PerRun) -> dict[str, tuple[int, int]]:
     return counts
 
 
-def claim_two(per_run: PerRun, run: str) -> bool | None:
-    """Claim 2's rule for the GSGM run ``run`` on one split; None if it has no judged seed."""
-    counts = converged_counts(per_run)
+def claim_two(counts: Mapping[str, tuple[int, int]], run: str) -> bool | None:
+    """Claim 2's rule for the GSGM run ``run`` on one split, from its ``converged_counts``;
+    None if it has fewer than two judged seeds."""
     done, judged = counts.get(run, (0, 0))
     if judged < 2:
         return None
@@ -153,7 +153,7 @@ def verdict_lines(folders: Sequence[tuple[str, Mapping[str, Split]]]) -> list[st
             lines += ["", f"Converged (seeds): {shown}."]
             if (found.nodes or 0) >= CLAIM_TWO_NODES:
                 verdicts = [
-                    f"{run}: {_word(claim_two(per_run, run))}" for run in candidates(per_run)
+                    f"{run}: {_word(claim_two(counts, run))}" for run in candidates(per_run)
                 ]
                 lines += [
                     f"Claim 2's rule (GSGM converged on every seed, each asynchronous baseline on "
