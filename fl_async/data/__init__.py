@@ -10,7 +10,15 @@ from fl_async.data.imageset import (
     iter_batches,
     normalize,
 )
-from fl_async.data.loader import HUB_IDS, NAMES, SOURCES, default_root, load_dataset, load_labels
+from fl_async.data.loader import (
+    HUB_IDS,
+    NAMES,
+    SOURCES,
+    default_root,
+    load_dataset,
+    load_labels,
+    load_owners,
+)
 from fl_async.data.split import stratified_split
 
 __all__ = [
@@ -26,6 +34,7 @@ __all__ = [
     "iter_batches",
     "load_dataset",
     "load_labels",
+    "load_owners",
     "normalize",
     "stratified_split",
 ]

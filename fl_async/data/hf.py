@@ -14,11 +14,14 @@ from fl_async.extras import require
 
 require("Hugging Face, disk: and parquet datasets", "datasets", "huggingface_hub")
 import datasets  # noqa: E402 (after the check that names the extra to install)
+import pyarrow as pa  # noqa: E402 (installed with datasets)
 
 # Images decoded per batch: bounds the transient list of PIL images.
 _DECODE_BATCH = 1024
 _IMAGE_COLUMNS = ("image", "img")
 _LABEL_COLUMNS = ("label", "labels", "fine_label")
+OWNER_COLUMN = "writer_id"
+"""The owner column read when none is named (FEMNIST's writers)."""
 _GREY_MODES = ("1", "L")
 
 
@@ -72,18 +75,24 @@ def to_federated(
     label_column: str | None,
     test_fraction: float,
     split_seed: int,
+    owner_column: str | None = None,
 ) -> FederatedData:
-    """Decode ``source`` into ``FederatedData``; without a test split, hold one out by class."""
+    """Decode ``source`` into ``FederatedData``; without a test split, hold one out by class.
+
+    The owners come from ``owner_column``, else from a ``writer_id`` column when there is one.
+    """
     train, test = _train_test(source)
     image_column = image_column or _find_column(train, _IMAGE_COLUMNS, datasets.Image, "image")
     label_column = label_column or _find_column(train, _LABEL_COLUMNS, datasets.ClassLabel, "label")
     images, labels = _decode(train, image_column), _labels(train, label_column)
+    owners = _owners(train, owner_column)
     if test is None:
         train_index, test_index = stratified_split(
             labels.numpy(), test_fraction=test_fraction, seed=split_seed
         )
         train_part = (images[train_index], labels[train_index])
         test_part = (images[test_index], labels[test_index])
+        owners = None if owners is None else owners[train_index]
     else:
         train_part = (images, labels)
         test_part = (_decode(test, image_column), _labels(test, label_column))
@@ -93,7 +102,9 @@ def to_federated(
             f"{tuple(test_part[0].shape[1:])}"
         )
     num_classes = _num_classes(train, label_column, train_part[1], test_part[1])
-    return federated_data(name, train=train_part, test=test_part, num_classes=num_classes)
+    return federated_data(
+        name, train=train_part, test=test_part, num_classes=num_classes, owners=owners
+    )
 
 
 def train_labels(
@@ -111,6 +122,47 @@ def train_labels(
         train_index, _ = stratified_split(labels, test_fraction=test_fraction, seed=split_seed)
         labels = labels[train_index]
     return labels
+
+
+def train_owners(
+    source: datasets.DatasetDict | datasets.Dataset,
+    *,
+    owner_column: str | None,
+    label_column: str | None,
+    test_fraction: float,
+    split_seed: int,
+) -> np.ndarray | None:
+    """Owners of the train split as ``to_federated`` builds it (None without an owner column),
+    without decoding any image."""
+    train, test = _train_test(source)
+    owners = _owners(train, owner_column)
+    if owners is None or test is not None:
+        return owners
+    label_column = label_column or _find_column(train, _LABEL_COLUMNS, datasets.ClassLabel, "label")
+    train_index, _ = stratified_split(
+        _labels(train, label_column).numpy(), test_fraction=test_fraction, seed=split_seed
+    )
+    return owners[train_index]
+
+
+def _owners(dataset: datasets.Dataset, column: str | None) -> np.ndarray | None:
+    """The owner of each example as int64: integer ids as they are, strings as their rank among
+    the sorted distinct ids. None when ``column`` is None and there is no ``writer_id`` column."""
+    if column is None:
+        if OWNER_COLUMN not in dataset.column_names:
+            return None
+        column = OWNER_COLUMN
+    if column not in dataset.column_names:
+        raise ValueError(f"no owner column {column!r} among {dataset.column_names}")
+    values = dataset.with_format("arrow", columns=[column])[:][column]
+    if values.null_count:
+        raise ValueError(f"owner column {column!r} has {values.null_count} missing values")
+    if pa.types.is_integer(values.type):
+        return values.to_numpy().astype(np.int64)
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        ids = values.to_numpy(zero_copy_only=False).astype(str)
+        return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    raise ValueError(f"owner column {column!r} must hold integer or string ids, got {values.type}")
 
 
 def _train_test(

@@ -57,6 +57,21 @@ class FederatedData:
     train: ImageSet
     test: ImageSet
     num_classes: int
+    owners: np.ndarray | None = None
+    """The owner (a writer, a device) of each train example as an int64 id, or None when the
+    dataset has none; the ``natural`` partition scheme keeps each owner's examples together."""
+
+    def __post_init__(self) -> None:
+        owners = self.owners
+        if owners is None:
+            return
+        if not isinstance(owners, np.ndarray):
+            raise InvalidArgument(f"owners must be a numpy array or None, got {owners!r}")
+        if owners.dtype != np.int64 or owners.shape != (len(self.train),):
+            raise InvalidArgument(
+                f"owners must be int64 of shape ({len(self.train)},), one id per train example; "
+                f"got {owners.dtype} of shape {owners.shape}"
+            )
 
     @property
     def mean(self) -> tuple[float, ...]:
@@ -97,14 +112,17 @@ def federated_data(
     train: tuple[torch.Tensor, torch.Tensor],
     test: tuple[torch.Tensor, torch.Tensor],
     num_classes: int,
+    owners: np.ndarray | None = None,
 ) -> FederatedData:
-    """Bundle (images, labels) pairs into ``FederatedData``, normalised with train statistics."""
+    """Bundle (images, labels) pairs into ``FederatedData``, normalised with train statistics;
+    ``owners``: the owner id of each train example, if the dataset has them."""
     mean, std = channel_stats(train[0])
     return FederatedData(
         name=name,
         train=ImageSet(images=train[0], labels=train[1], mean=mean, std=std),
         test=ImageSet(images=test[0], labels=test[1], mean=mean, std=std),
         num_classes=num_classes,
+        owners=owners,
     )
 
 

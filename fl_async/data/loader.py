@@ -1,4 +1,5 @@
-"""``load_dataset`` and ``load_labels``: one name picks the dataset and where it is read from."""
+"""``load_dataset``, ``load_labels`` and ``load_owners``: one name picks the dataset and where it
+is read from."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ HUB_IDS: dict[str, str] = {
     "fashion-mnist": "zalando-datasets/fashion_mnist",
     "cifar10": "uoft-cs/cifar10",
     "cifar100": "uoft-cs/cifar100",
+    "femnist": "flwrlabs/femnist",
 }
 NAMES: tuple[str, ...] = (
     *HUB_IDS,
@@ -61,6 +63,7 @@ def load_dataset(
     download: bool = False,
     image_column: str | None = None,
     label_column: str | None = None,
+    owner_column: str | None = None,
     test_fraction: float = DEFAULT_TEST_FRACTION,
     split_seed: int = DEFAULT_SPLIT_SEED,
 ) -> FederatedData:
@@ -70,9 +73,13 @@ def load_dataset(
     ``root`` is torchvision's folder, or the Hugging Face cache for Hub ids; nothing is
     downloaded unless ``download`` is True. Datasets without a test split hold out
     ``test_fraction`` of each class, fixed by ``split_seed``. ``image_column`` and
-    ``label_column`` name Hugging Face columns when guessing fails. See docs/data.md.
+    ``label_column`` name Hugging Face columns when guessing fails; ``owner_column`` names the
+    column of each example's owner (default ``writer_id`` when present), read into ``owners``.
+    See docs/data.md.
     """
     plan = _plan(name, source=source, root=root, download=download)
+    if owner_column is not None and plan.kind in _WITHOUT_OWNERS:
+        raise _no_owners(name)
     if plan.kind == "embedded":
         return load_mnist(test_fraction=test_fraction, split_seed=split_seed)
     if plan.kind == "torchvision":
@@ -93,6 +100,7 @@ def load_dataset(
         label_column=label_column,
         test_fraction=test_fraction,
         split_seed=split_seed,
+        owner_column=owner_column,
     )
 
 
@@ -129,6 +137,48 @@ def load_labels(
     )
 
 
+def load_owners(
+    name: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    source: Source = "auto",
+    download: bool = False,
+    owner_column: str | None = None,
+    label_column: str | None = None,
+    test_fraction: float = DEFAULT_TEST_FRACTION,
+    split_seed: int = DEFAULT_SPLIT_SEED,
+) -> np.ndarray:
+    """Owners (int64) of the train split: exactly ``load_dataset(...).owners`` with the same
+    arguments, read without decoding images. InvalidArgument if the dataset has none."""
+    plan = _plan(name, source=source, root=root, download=download)
+    if plan.kind in _WITHOUT_OWNERS:
+        raise _no_owners(name)
+    from fl_async.data.hf import train_owners
+
+    owners = train_owners(
+        _open_hf(plan, name=name, root=root, download=download),
+        owner_column=owner_column,
+        label_column=label_column,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+    )
+    if owners is None:
+        raise _no_owners(name)
+    return owners
+
+
+# Readers whose datasets never name an owner per example.
+_WITHOUT_OWNERS = ("embedded", "torchvision", "folder")
+
+
+def _no_owners(name: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"dataset {name!r} has no natural owners; natural works with: femnist, synthetic, or a "
+        "Hugging Face dataset with an owner column (a 'writer_id' column, or the one named by "
+        "owner_column=..., run config partition.owner-column)"
+    )
+
+
 def _root(root: str | os.PathLike[str] | None) -> Path:
     return default_root() if root is None else Path(root).expanduser()
 
@@ -138,7 +188,9 @@ def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, downlo
     for prefix, kind in (("imagefolder:", "folder"), ("disk:", "disk")):
         if name.startswith(prefix):
             return _Plan(kind, str(Path(name.removeprefix(prefix)).expanduser()))
-    if name in HUB_IDS:
+    if name in HUB_IDS and name not in TORCHVISION_SETS and source != "torchvision":
+        return _Plan("hub", HUB_IDS[name])  # on the Hub only (femnist)
+    if name in TORCHVISION_SETS:
         if source == "huggingface":
             return _Plan("hub", HUB_IDS[name])
         if source == "torchvision":
