@@ -33,7 +33,7 @@ CLOCKS: tuple[str, ...] = ("virtual", "real")
 CORRELATIONS: tuple[str, ...] = ("none", "few-classes-fast", "many-classes-fast")
 SPEEDS: tuple[str, ...] = ("lognormal", "uniform", "pareto", "trace")
 """The names of ``fl_async.scheduling.SPEED_MODELS``."""
-MODELS: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8")
+MODELS: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8", "logreg")
 """The names of ``fl_async.models.MODEL_NAMES``."""
 
 

@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from fl_async.models import CNN, CNN32, MODEL_NAMES, ResNet8, build_model, get_weights, set_weights
+from fl_async.models import (
+    CNN,
+    CNN32,
+    MODEL_NAMES,
+    LogReg,
+    ResNet8,
+    build_model,
+    get_weights,
+    set_weights,
+)
 from fl_async.validation import InvalidArgument
 
 
@@ -98,3 +107,27 @@ def test_set_weights_rejects_wrong_shapes_and_counts():
     other = build_model("cnn", num_classes=5, in_channels=1, image_size=28)
     with pytest.raises(InvalidArgument, match="classifier"):
         set_weights(other, arrays)
+
+
+def test_logreg_is_one_linear_layer_on_features_or_flattened_images():
+    model = build_model("auto", num_classes=10, num_features=60, seed=0)
+    assert isinstance(model, LogReg)
+    assert sum(p.numel() for p in model.parameters()) == 610  # FedProx's 60 x 10 + 10
+    assert model(torch.zeros(4, 60)).shape == (4, 10)
+    weight, bias = (p.detach() for p in model.parameters())
+    x = torch.randn(3, 60, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(x), x @ weight.T + bias)
+    on_images = build_model("logreg", num_classes=7, in_channels=1, image_size=28)
+    assert on_images(torch.zeros(2, 1, 28, 28)).shape == (2, 7)
+    assert sum(p.numel() for p in on_images.parameters()) == 784 * 7 + 7
+
+
+def test_feature_vectors_refuse_image_models_and_need_one_kind_of_shape():
+    with pytest.raises(InvalidArgument, match="model 'cnn' needs images; feature vectors"):
+        build_model("cnn", num_classes=10, num_features=60)
+    with pytest.raises(InvalidArgument, match="give in_channels and image_size .* or num_features"):
+        build_model("logreg", num_classes=10, in_channels=1, image_size=28, num_features=60)
+    with pytest.raises(InvalidArgument, match="give in_channels and image_size"):
+        build_model("auto", num_classes=10)
+    with pytest.raises(InvalidArgument, match="num_features must be an integer >= 1, got 0"):
+        build_model("logreg", num_classes=10, num_features=0)

@@ -1,4 +1,5 @@
-"""Local training and evaluation of a model on part of an ``ImageSet``; metrics as plain numbers."""
+"""Local training and evaluation of a model on part of an ``ImageSet`` or a ``FeatureSet``; metrics
+as plain numbers."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from fl_async.data import ImageSet, Indices, as_index, iter_batches
+from fl_async.data import Examples, Indices, as_index, iter_batches
 from fl_async.validation import InvalidArgument
 
 
 def train(
     model: nn.Module,
-    data: ImageSet,
+    data: Examples,
     indices: Indices | None = None,
     *,
     epochs: int | None = None,
@@ -105,7 +106,7 @@ def _fit(
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
-    data: ImageSet,
+    data: Examples,
     indices: Indices | None = None,
     *,
     batch_size: int = 256,
@@ -134,7 +135,7 @@ def evaluate(
 
 
 def _schedule(
-    data: ImageSet,
+    data: Examples,
     index: torch.Tensor,
     epochs: int | None,
     steps: int | None,

@@ -1,7 +1,9 @@
-"""Datasets as in-memory uint8 tensors: the embedded MNIST default, torchvision and Hugging Face
-sources, a user's own folders; normalised one batch at a time."""
+"""Datasets as in-memory tensors: uint8 images (the embedded MNIST default, torchvision and Hugging
+Face sources, a user's own folders; normalised one batch at a time) and float32 feature vectors."""
 
+from fl_async.data.features import FeatureSet
 from fl_async.data.imageset import (
+    Examples,
     FederatedData,
     ImageSet,
     Indices,
@@ -25,7 +27,9 @@ __all__ = [
     "HUB_IDS",
     "NAMES",
     "SOURCES",
+    "Examples",
     "FederatedData",
+    "FeatureSet",
     "ImageSet",
     "Indices",
     "as_index",

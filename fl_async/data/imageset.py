@@ -1,4 +1,5 @@
-"""In-memory image sets: uint8 images and int64 labels, normalised one batch at a time."""
+"""In-memory image sets: uint8 images and int64 labels, normalised one batch at a time; the
+federated data set that holds a train and a test split of images or feature vectors."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fl_async.data.features import FeatureSet
 from fl_async.validation import InvalidArgument, check_int
 
 Indices = Sequence[int] | np.ndarray | torch.Tensor
@@ -47,15 +49,33 @@ class ImageSet:
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """The shape of one image: channels, height and width."""
+        channels, height, width = self.images.shape[1:]
+        return int(channels), int(height), int(width)
+
+    def batch(
+        self, index: torch.Tensor, device: torch.device | str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Normalised images and labels of the examples ``index`` (int64), on ``device``."""
+        # Move uint8 first: a quarter of the bytes of float32 cross to an accelerator.
+        images = self.images[index].to(device)
+        return normalize(images, self.mean, self.std), self.labels[index].to(device)
+
+
+Examples = ImageSet | FeatureSet
+"""Labelled examples a model trains on: images (normalised per batch) or feature vectors."""
+
 
 @dataclass(frozen=True)
 class FederatedData:
     """A dataset ready for federated runs: a train split to partition and a test split for the
-    server, both normalised with the train split's statistics."""
+    server; images are normalised with the train split's statistics, feature vectors not at all."""
 
     name: str
-    train: ImageSet
-    test: ImageSet
+    train: Examples
+    test: Examples
     num_classes: int
     owners: np.ndarray | None = None
     """The owner (a writer, a device) of each train example as an int64 id, or None when the
@@ -75,19 +95,31 @@ class FederatedData:
 
     @property
     def mean(self) -> tuple[float, ...]:
-        """Per-channel mean of the train split, in [0, 1] units."""
-        return self.train.mean
+        """Per-channel mean of the train images, in [0, 1] units."""
+        return self._images().mean
 
     @property
     def std(self) -> tuple[float, ...]:
-        """Per-channel standard deviation of the train split, in [0, 1] units."""
-        return self.train.std
+        """Per-channel standard deviation of the train images, in [0, 1] units."""
+        return self._images().std
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape of one example: ``(C, H, W)`` for images, ``(D,)`` for feature vectors."""
+        return self.train.input_shape
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """Channels, height and width of every image."""
-        channels, height, width = self.train.images.shape[1:]
-        return int(channels), int(height), int(width)
+        return self._images().input_shape
+
+    def _images(self) -> ImageSet:
+        if not isinstance(self.train, ImageSet):
+            raise InvalidArgument(
+                f"{self.name} holds feature vectors of shape {self.input_shape}, not images: "
+                "it has no image shape or channel statistics"
+            )
+        return self.train
 
 
 def channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -157,14 +189,14 @@ def as_index(indices: Indices | None, size: int) -> torch.Tensor:
 
 
 def iter_batches(
-    data: ImageSet,
+    data: Examples,
     indices: Indices | None = None,
     *,
     batch_size: int,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One pass over ``indices`` in batches of normalised images and labels on ``device``.
+    """One pass over ``indices`` in batches of inputs (images normalised) and labels on ``device``.
 
     The order is shuffled with ``generator`` when given, else kept; the last batch may be short.
     """
@@ -173,6 +205,4 @@ def iter_batches(
     if generator is not None:
         index = index[torch.randperm(len(index), generator=generator)]
     for batch in index.split(batch_size):
-        # Move uint8 first: a quarter of the bytes of float32 cross to an accelerator.
-        images = data.images[batch].to(device)
-        yield normalize(images, data.mean, data.std), data.labels[batch].to(device)
+        yield data.batch(batch, device)
