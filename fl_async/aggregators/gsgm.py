@@ -12,6 +12,7 @@ buffers (``schedule="buffer"``). The variants (``server_optimizer``, ``momentum_
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,12 @@ from typing import Any
 import numpy as np
 
 from fl_async.aggregators.base import APPLIED, HELD, MODEL, STEPPED, Aggregator, Status
+from fl_async.aggregators.cache import (
+    CacheUsage,
+    GradientCache,
+    check_cache_dir,
+    check_cache_memory,
+)
 from fl_async.aggregators.kernels import Arrays, all_finite, max_abs, probe, within_limit
 from fl_async.aggregators.staleness import StalenessFn
 from fl_async.aggregators.updates import ClientUpdate, Rejected, norm_bound
@@ -165,6 +172,10 @@ class GSGM(Aggregator):
     ``"implicit"`` (``beta_t = max(0, beta - tau_bar / (1 + tau_bar))``); ``schedule="buffer"``
     (the white list enforced here: a node more than ``slack`` applied updates ahead of the
     slowest has its updates averaged in a buffer of its own, applied when its turn comes).
+
+    The cache ``G`` lives in a ``GradientCache``: in memory up to ``cache_memory`` bytes of
+    gradients (None: no limit), the nodes beyond it in a memory-mapped file in ``cache_dir``
+    (None: the system's temporary directory), with the same results bit for bit.
     """
 
     name = "GSGM"
@@ -183,6 +194,8 @@ class GSGM(Aggregator):
         schedule: str = "block",
         slack: int = 0,
         num_nodes: int | None = None,
+        cache_memory: float | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
     ) -> None:
@@ -208,11 +221,21 @@ class GSGM(Aggregator):
         self.num_nodes = check_int("num_nodes", num_nodes, minimum=1, allow_none=True)
         """``schedule="buffer"``: the nodes expected; those not seen yet count 0 in the minimum
         (the preset sets it to N at start). None: only the nodes seen count."""
+        self.cache_memory = check_cache_memory("cache_memory", cache_memory)
+        """Bytes of cached gradients kept in memory (None: no limit); the rest spill to disk."""
+        self.cache_dir = check_cache_dir("cache_dir", cache_dir)
+        """Where the file of spilled gradients is made (None: the system's temporary directory)."""
+        self._cache = GradientCache(memory=self.cache_memory, directory=self.cache_dir)
 
     @property
     def num_cached(self) -> int:
         """Nodes whose latest pseudo-gradient is cached."""
         return len(self._cache)
+
+    @property
+    def cache_usage(self) -> CacheUsage:
+        """How many cached gradients are in memory and on disk, and their bytes."""
+        return self._cache.usage
 
     @property
     def waiting(self) -> dict[int, int]:
@@ -238,16 +261,19 @@ class GSGM(Aggregator):
             "schedule": self.schedule,
             "slack": self.slack,
             "num_nodes": self.num_nodes,
+            "cache_memory": self.cache_memory,
+            "cache_dir": self.cache_dir,
             **super().hyperparameters(),
         }
 
     def forget(self, node_id: int) -> None:
         """Drop node ``node_id``'s cached gradient from the sum (``S <- S - G[k]``); with
         ``schedule="buffer"`` also its held updates, and its count leaves the minimum."""
-        cached = self._cache.pop(node_id, None)
+        cached = self._cache.get(node_id)
         if cached is not None:
             for s, g in zip(self._acc["S"], cached, strict=True):
                 np.subtract(s, g, out=s)
+            self._cache.discard(node_id)
             self._bounds["S"] += self._cache_bounds.pop(node_id)
         if self.schedule == "buffer":
             self._counts.pop(node_id, None)
@@ -263,8 +289,15 @@ class GSGM(Aggregator):
             return ("m", "q")
         return ("c", "u") if self.momentum_rule == "cycle" else ("u",)
 
+    def close(self) -> None:
+        """Release the cached gradients now, and with them the file of those that spilled (also
+        done when the aggregator is garbage-collected). ``init()`` or ``load_state_dict()`` makes
+        it usable again."""
+        self._cache.close()
+        self._params = None  # apply() and params refuse until init() or load_state_dict()
+
     def _init_state(self) -> None:
-        self._cache: dict[int, Arrays] = {}
+        self._cache.reset([p.shape for p in self._floats()])
         self._acc["S"] = self._zeros()
         for name in self._accumulators():
             self._acc[name] = self._zeros()
@@ -369,10 +402,10 @@ class GSGM(Aggregator):
         in_place = norm is not None and self._fits(node, norm, weight, n, beta, t, close)
         if not in_place:
             target = self._twins("G")[0]
-        elif cached is None:
-            target = [np.empty_like(d) for d in delta]
-        else:
-            target = cached  # G[k] is read before it is overwritten, chunk by chunk
+            if cached is None:  # a row for the new G[k] now, before any state changes
+                self._cache.make_room()
+        else:  # a cached G[k] is read before it is overwritten, chunk by chunk
+            target = self._cache.slot(node)
         inputs = [delta, target, *([] if cached is None else [cached])]
         names = ("S", *self._accumulators(), MODEL)
         if self.server_optimizer == "momentum" and self.momentum_rule != "cycle":
@@ -385,10 +418,9 @@ class GSGM(Aggregator):
         self._advance(
             kernel, names, inputs, in_place=in_place, delta=delta, base=base, scratch=scratch
         )
-        if not in_place:  # the new G[k] is kept; the old one (if any) is the next scratch
-            self._release_twin("G", cached)
+        if not in_place:  # the new G[k] is stored; what the cache gives back is the next scratch
+            self._release_twin("G", self._cache.put(node, target))
             self._measure_bounds(caches=False)
-        self._cache[node] = target
         self._cache_bounds[node] = max_abs(target) if norm is None else norm
         if self.momentum_rule == "implicit":
             self._staleness_sum += staleness
@@ -565,7 +597,9 @@ class GSGM(Aggregator):
                 f"momentum_rule={self.momentum_rule!r}, schedule={self.schedule!r}"
             )
         self._init_counters()
-        self._cache = {k: self._copy_arrays(g) for k, g in state["cache"].items()}
+        self._cache.reset([p.shape for p in self._floats()])
+        for k, g in state["cache"].items():  # placed in the state's order, under this budget
+            self._cache.put(k, self._copy_arrays(g))
         self._acc["S"] = self._copy_arrays(state["sum"])
         stored = {"u": "velocity", "m": "m", "q": "q", "c": "cycle_sum"}
         for name in self._accumulators():
