@@ -100,7 +100,8 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
     "gsgm": {
         "lr": "auto", "momentum": 0.9, "average-weight": 0.5, **_STALENESS, "slack": 0,
         "server-optimizer": "momentum", "momentum-rule": "update", "beta1": 0.9, "beta2": 0.999,
-        "eps": 1e-08, "schedule": "block",
+        "eps": 1e-08, "schedule": "block", "cache-memory": PRESET_DEFAULT,
+        "cache-dir": PRESET_DEFAULT,
     },
     "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
     "trendsmooth": {

@@ -10,6 +10,7 @@ GSGM(momentum) and TrendSmooth(momentum) ``(1 - beta)/N``; TrendSmooth(adam) and
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fl_async import aggregators as rules
@@ -141,6 +142,10 @@ class GSGM(AsyncStrategy):
     steady state (``u = c / (1 - beta)``) is ``lr * c / (1 - beta) = c / N``, one FedAvg round
     as with ``"update"``; ``"implicit"`` uses it unchanged, which keeps the preset's scale (its
     ``beta_t <= beta`` only makes the steps smaller).
+
+    ``cache_memory`` bounds the bytes of cached gradients held in memory (None: no limit); the
+    nodes beyond it keep theirs in a memory-mapped file in ``cache_dir`` (None: the system's
+    temporary directory), with the same results bit for bit.
     """
 
     def __init__(
@@ -158,6 +163,8 @@ class GSGM(AsyncStrategy):
         beta2: float = 0.999,
         eps: float = 1e-8,
         schedule: str = "block",
+        cache_memory: float | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         agg = rules.GSGM(
@@ -171,6 +178,8 @@ class GSGM(AsyncStrategy):
             eps=eps,
             schedule=schedule,
             slack=slack,
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
             staleness=staleness,
             max_staleness=max_staleness,
         )
