@@ -160,6 +160,7 @@ NODE_KEYS: dict[str, Key] = {
     "partition.self-balancing": Key(False, _flag),
     "partition.classes-per-partition": Key(2, _integer(1)),
     "partition.shards-per-partition": Key(2, _integer(1)),
+    "partition.owner-column": Key("", _text),
     "local-epochs": Key(2, _integer(0)),
     "local-steps": Key(0, _integer(0)),
     "lr": Key(0.1, _number()),
@@ -254,6 +255,8 @@ class DataSpec:
     scheme: str
     params: tuple[tuple[str, Any], ...]
     """The scheme's own parameters (snake_case) from the ``partition.*`` keys."""
+    owner_column: str = ""
+    """The Hugging Face column naming each example's owner ("": ``writer_id`` when present)."""
 
     @classmethod
     def from_config(cls, run_config: Mapping[str, Any]) -> DataSpec:
@@ -271,11 +274,25 @@ class DataSpec:
             seed=int(read("seed", run_config)),
             scheme=scheme,
             params=tuple(params),
+            owner_column=str(read("partition.owner-column", run_config)),
         )
 
-    def split(self, labels: np.ndarray, num_partitions: int) -> list[np.ndarray]:
-        """Indices of every partition of the train ``labels`` (computed once per process)."""
-        return cached_split(labels, self.scheme, num_partitions, self.seed, **dict(self.params))
+    def split(
+        self, labels: np.ndarray, num_partitions: int, owners: np.ndarray | None = None
+    ) -> list[np.ndarray]:
+        """Indices of every partition of the train ``labels`` (computed once per process);
+        ``natural`` needs the ``owners`` of the train examples, the other schemes ignore them."""
+        params = dict(self.params)
+        if self.scheme == "natural":
+            if owners is None:
+                raise InvalidArgument(
+                    f"partition.scheme 'natural' needs the owner of every training example, and "
+                    f"dataset {self.dataset!r} has none; natural works with: femnist, synthetic, "
+                    "or a Hugging Face dataset with an owner column (partition.owner-column, "
+                    "default writer_id)"
+                )
+            params["owners"] = owners
+        return cached_split(labels, self.scheme, num_partitions, self.seed, **params)
 
 
 @dataclass(frozen=True)

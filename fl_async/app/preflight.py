@@ -24,6 +24,7 @@ from fl_async.app.server_app import build_strategy, make_clock
 from fl_async.clients.device import select_device
 from fl_async.config import DataSpec
 from fl_async.data import HUB_IDS, load_labels
+from fl_async.data.loader import load_owners
 from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
 from fl_async.validation import InvalidArgument, check_int
@@ -76,7 +77,8 @@ def check_server_side(config: AppConfig, output: Path) -> None:
     except (RuntimeError, ValueError) as error:
         raise InvalidArgument(f"run config 'device' = {config.device!r}: {error}") from error
     labels = _labels(config.data)
-    parts = _split(config, labels)
+    owners = _owners(config.data) if config.data.scheme == "natural" else None
+    parts = _split(config, labels, owners)
     try:
         clock = make_clock(config, count_matrix(labels, parts))
     except (ValueError, TypeError) as error:
@@ -104,9 +106,24 @@ def _labels(data: DataSpec) -> np.ndarray:
         raise InvalidArgument(f"{key}: {problem}{fetch}") from error
 
 
-def _split(config: AppConfig, labels: np.ndarray) -> list[np.ndarray]:
+def _owners(data: DataSpec) -> np.ndarray:
+    """The owner of each training example, which ``partition.scheme = 'natural'`` splits by."""
     try:
-        return config.data.split(labels, config.num_nodes)
+        return load_owners(
+            data.dataset, root=data.root or None, owner_column=data.owner_column or None
+        )
+    except (OSError, ValueError) as error:
+        column = (
+            f" and 'partition.owner-column' = {data.owner_column!r}" if data.owner_column else ""
+        )
+        raise InvalidArgument(
+            f"run config 'partition.scheme' = 'natural'{column}: {str(error).rstrip('.')}"
+        ) from error
+
+
+def _split(config: AppConfig, labels: np.ndarray, owners: np.ndarray | None) -> list[np.ndarray]:
+    try:
+        return config.data.split(labels, config.num_nodes, owners=owners)
     except (ValueError, TypeError) as error:
         raise InvalidArgument(
             f"cannot split {config.data.dataset!r} ({labels.size} training examples) into "

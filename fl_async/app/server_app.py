@@ -62,10 +62,10 @@ def run(grid: Grid, config: AppConfig) -> Path:
     """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
     require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
     output = output_directory(config)
-    data = cached_dataset(config.data.dataset, config.data.root)
+    data = cached_dataset(config.data.dataset, config.data.root, config.data.owner_column)
     # The server splits the labels as the nodes do, for the speed ranking and the history.
     labels = data.train.labels.numpy()
-    parts = config.data.split(labels, config.num_nodes)
+    parts = config.data.split(labels, config.num_nodes, owners=data.owners)
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
     strategy = build_strategy(config, clock=clock, output=output)

@@ -33,9 +33,10 @@ class NodeData:
 
 
 @functools.lru_cache(maxsize=2)
-def cached_dataset(name: str, root: str) -> FederatedData:
-    """``load_dataset(name)`` once per process: many virtual nodes share one Ray actor."""
-    return load_dataset(name, root=root or None)
+def cached_dataset(name: str, root: str, owner_column: str = "") -> FederatedData:
+    """``load_dataset(name)`` once per process: many virtual nodes share one Ray actor.
+    ``owner_column`` ("": the default) names the Hugging Face column of the owners."""
+    return load_dataset(name, root=root or None, owner_column=owner_column or None)
 
 
 def load_node_data(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> NodeData:
@@ -61,8 +62,8 @@ def load_node_data(node_config: Mapping[str, Any], run_config: Mapping[str, Any]
             f"data-dir; got {dict(node_config)}"
         )
     partition_id, num_partitions = int(partition_id), int(node_config["num-partitions"])
-    data = cached_dataset(spec.dataset, spec.root)
-    parts = spec.split(data.train.labels.numpy(), num_partitions)
+    data = cached_dataset(spec.dataset, spec.root, spec.owner_column)
+    parts = spec.split(data.train.labels.numpy(), num_partitions, owners=data.owners)
     if not 0 <= partition_id < len(parts):
         raise ValueError(f"partition-id must lie in [0, {len(parts)}), got {partition_id}")
     test_share = np.array_split(np.arange(len(data.test)), num_partitions)[partition_id]
