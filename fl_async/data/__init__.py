@@ -22,6 +22,7 @@ from fl_async.data.loader import (
     load_owners,
 )
 from fl_async.data.split import stratified_split
+from fl_async.data.synthetic import Synthetic
 
 __all__ = [
     "HUB_IDS",
@@ -32,6 +33,7 @@ __all__ = [
     "FeatureSet",
     "ImageSet",
     "Indices",
+    "Synthetic",
     "as_index",
     "channel_stats",
     "default_root",

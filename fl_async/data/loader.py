@@ -1,5 +1,5 @@
 """``load_dataset``, ``load_labels`` and ``load_owners``: one name picks the dataset and where it
-is read from."""
+is read from (or, for ``synthetic``, how it is generated)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import numpy as np
 from fl_async.data.embedded import load_mnist, mnist_labels
 from fl_async.data.imageset import FederatedData
 from fl_async.data.split import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION
+from fl_async.data.synthetic import NAME as SYNTHETIC
+from fl_async.data.synthetic import Synthetic
 from fl_async.data.torchvision_files import TORCHVISION_SETS
 from fl_async.validation import InvalidArgument, check_choice
 
@@ -33,6 +35,7 @@ HUB_IDS: dict[str, str] = {
 }
 NAMES: tuple[str, ...] = (
     *HUB_IDS,
+    SYNTHETIC,
     "imagefolder:<path>",
     "disk:<path>",
     "<Hugging Face id, e.g. uoft-cs/cifar10>",
@@ -66,6 +69,7 @@ def load_dataset(
     owner_column: str | None = None,
     test_fraction: float = DEFAULT_TEST_FRACTION,
     split_seed: int = DEFAULT_SPLIT_SEED,
+    synthetic: Synthetic | None = None,
 ) -> FederatedData:
     """Load ``name`` into in-memory uint8 tensors with a train and a test split.
 
@@ -75,8 +79,12 @@ def load_dataset(
     ``test_fraction`` of each class, fixed by ``split_seed``. ``image_column`` and
     ``label_column`` name Hugging Face columns when guessing fails; ``owner_column`` names the
     column of each example's owner (default ``writer_id`` when present), read into ``owners``.
+    ``synthetic`` is generated, never read: ``synthetic=Synthetic(...)`` sets its parameters
+    (default FedProx's Synthetic(1, 1) over 30 devices), its owners are the devices.
     See docs/data.md.
     """
+    if name == SYNTHETIC or synthetic is not None:
+        return _synthetic(name, synthetic).load()
     plan = _plan(name, source=source, root=root, download=download)
     if owner_column is not None and plan.kind in _WITHOUT_OWNERS:
         raise _no_owners(name)
@@ -113,9 +121,12 @@ def load_labels(
     label_column: str | None = None,
     test_fraction: float = DEFAULT_TEST_FRACTION,
     split_seed: int = DEFAULT_SPLIT_SEED,
+    synthetic: Synthetic | None = None,
 ) -> np.ndarray:
     """Labels (int64) of the train split ``load_dataset`` builds with the same arguments, read
-    without decoding images where the format allows."""
+    without decoding images where the format allows (generated without keeping features)."""
+    if name == SYNTHETIC or synthetic is not None:
+        return _synthetic(name, synthetic).labels()
     plan = _plan(name, source=source, root=root, download=download)
     if plan.kind == "embedded":
         return mnist_labels(test_fraction=test_fraction, split_seed=split_seed)
@@ -147,9 +158,13 @@ def load_owners(
     label_column: str | None = None,
     test_fraction: float = DEFAULT_TEST_FRACTION,
     split_seed: int = DEFAULT_SPLIT_SEED,
+    synthetic: Synthetic | None = None,
 ) -> np.ndarray:
     """Owners (int64) of the train split: exactly ``load_dataset(...).owners`` with the same
-    arguments, read without decoding images. InvalidArgument if the dataset has none."""
+    arguments, read without decoding images (``synthetic``: without drawing a sample).
+    InvalidArgument if the dataset has none."""
+    if name == SYNTHETIC or synthetic is not None:
+        return _synthetic(name, synthetic).owners()
     plan = _plan(name, source=source, root=root, download=download)
     if plan.kind in _WITHOUT_OWNERS:
         raise _no_owners(name)
@@ -177,6 +192,18 @@ def _no_owners(name: str) -> InvalidArgument:
         "Hugging Face dataset with an owner column (a 'writer_id' column, or the one named by "
         "owner_column=..., run config partition.owner-column)"
     )
+
+
+def _synthetic(name: str, synthetic: Synthetic | None) -> Synthetic:
+    if name != SYNTHETIC:
+        raise InvalidArgument(
+            f"synthetic= sets the parameters of dataset {SYNTHETIC!r}, not {name!r}"
+        )
+    if synthetic is None:
+        return Synthetic()
+    if not isinstance(synthetic, Synthetic):
+        raise InvalidArgument(f"synthetic must be a Synthetic or None, got {synthetic!r}")
+    return synthetic
 
 
 def _root(root: str | os.PathLike[str] | None) -> Path:
