@@ -321,9 +321,17 @@ class FlowerDeployment:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start_superlink(self) -> FlowerProcess:
-        """Start the SuperLink on a free port, write the connection, wait for ``/health``."""
-        self.port = free_port(self.ports)
+    def start_superlink(self, *, restart: bool = False) -> FlowerProcess:
+        """Start the SuperLink on a free port, write the connection, wait for ``/health``.
+
+        ``restart=True`` starts it again on the port of the last one (which must be gone), so
+        that SuperNodes and the connection find it where it was; with ``database`` it keeps its
+        state (registered SuperNodes, runs, messages).
+        """
+        if not restart:
+            self.port = free_port(self.ports)
+        elif self.superlink is None or self.superlink.running():
+            raise FlowerProcessError("restart needs a SuperLink that was started and is gone")
         cmd = [
             str(BIN / "flower-superlink"),
             "--host", "127.0.0.1",
@@ -347,6 +355,19 @@ class FlowerDeployment:
         self.superlinks.append(self.superlink)
         self._wait_healthy()
         return self.superlink
+
+    def kill_superlink(self) -> set[tuple[int, int]]:
+        """A crash: SIGKILL the SuperLink process alone; ``(pid, start time)`` of what it had
+        started (SuperExec, ServerApp), left to notice by themselves that it is gone."""
+        assert self.superlink is not None
+        members = self.superlink.members()
+        self.superlink.popen.kill()
+        self.superlink.popen.wait(timeout=GRACE)
+        return members
+
+    def wait_gone(self, procs: Iterable[tuple[int, int]], timeout: float) -> list[int]:
+        """Wait (at most ``timeout``) until ``procs`` are gone; the PIDs still running."""
+        return sorted(pid for pid, _ in _wait_gone(procs, timeout))
 
     def _write_connection(self) -> None:
         lines = ["[superlink]", f'default = "{CONNECTION}"', "", f"[superlink.{CONNECTION}]"]

@@ -2,7 +2,9 @@
 
 It runs in its own process under ``flwr run``, so it reports through files named in the run
 config: ``progress-path`` (rewritten after every server step) and ``result-path`` (the final
-result, or the error that stopped the run).
+result, or the error that stopped the run). With ``checkpoint-dir`` the strategy checkpoints there
+(every ``checkpoint-every`` server steps and at the end), and a run started with the same
+``checkpoint-dir`` resumes from it.
 """
 
 from __future__ import annotations
@@ -77,7 +79,14 @@ def main(grid: Grid, context: Context) -> None:
         return MetricRecord({"loss": value})
 
     try:
-        strategy = STRATEGIES[str(cfg["strategy"])](min_nodes=int(cfg["min-nodes"]), eval_every=1)
+        checkpoint_dir = str(cfg.get("checkpoint-dir", "")) or None
+        checkpoint_every = int(cfg.get("checkpoint-every", 0)) or None
+        strategy = STRATEGIES[str(cfg["strategy"])](
+            min_nodes=int(cfg["min-nodes"]),
+            eval_every=1,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every if checkpoint_dir else None,
+        )
         initial = ArrayRecord([np.zeros(DIM, np.float32)])
         result = strategy.start(
             grid,
@@ -117,6 +126,10 @@ def main(grid: Grid, context: Context) -> None:
             "stopped-by": result.stopped_by,
             "wall-time": result.wall_time,
             "replies": len(result.train_metrics_clientapp),
+            "updates": [
+                {"index": index, **dict(record)}
+                for index, record in sorted(result.train_metrics_clientapp.items())
+            ],
             "started": started,
             "fault-log": fault_log.faults,
         },
