@@ -1,0 +1,163 @@
+"""A SuperLink that crashes mid-run, restarted, and the run resumed from the strategy's checkpoint.
+
+The procedure of docs/strategies.md ("Surviving a SuperLink restart") on 127.0.0.1:
+``flower-superlink --database <file>``, two SuperNodes, ``tests/deploy_app`` (ASGD) with
+``checkpoint-dir`` and ``checkpoint-every``. Once a checkpoint is written the SuperLink process is
+SIGKILLed alone: its SuperExec and ServerApp must notice by themselves. The SuperLink is started
+again with the same command (same database, same port); the SuperNodes reconnect on their own;
+the same ``flwr run`` (same ``checkpoint-dir``) resumes and ends with the full budget, each
+update applied once. Every process is stopped by PID afterwards, also on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flower_processes import FlowerDeployment
+
+from fl_async.strategies.checkpoint import Checkpointer
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "tests" / "deploy_app"
+NUM_NODES = 2
+NUM_UPDATES = 6
+CHECKPOINT_EVERY = 2
+TIMEOUT = 20.0
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def command(pid: int) -> str:
+    """The command line of a running process ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def wait_for_checkpoint(checkpoint: Path, deployment: FlowerDeployment, run, timeout: float):
+    """Wait until the strategy has written its first checkpoint (the run must still be going)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if checkpoint.exists():
+            return
+        if not run.running():
+            break
+        time.sleep(0.1)
+    pytest.fail(f"no checkpoint at {checkpoint} (run exited: {not run.running()})\n"
+                f"{deployment.logs()}")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
+    checkpoint_dir = tmp_path / "checkpoint"
+    checkpointer = Checkpointer(checkpoint_dir, None)
+    deployment = FlowerDeployment(tmp_path / "flower", database=tmp_path / "superlink.db")
+    run_config = {
+        "strategy": "asgd",
+        "min-nodes": NUM_NODES,
+        "num-updates": NUM_UPDATES,
+        "timeout": TIMEOUT,
+        "max-wall-time": 100.0,
+        "checkpoint-dir": str(checkpoint_dir),
+        "checkpoint-every": CHECKPOINT_EVERY,
+    }
+    started = time.monotonic()
+    try:
+        deployment.start_superlink()
+        for partition in range(NUM_NODES):
+            deployment.start_supernode(partition, NUM_NODES)
+        deployment.wait_for_nodes(NUM_NODES)
+        crashed = deployment.start_run(
+            APP,
+            {**run_config, "result-path": str(tmp_path / "crashed.json"),
+             "progress-path": str(tmp_path / "crashed-progress.json")},
+        )  # fmt: skip
+        wait_for_checkpoint(checkpointer.path, deployment, crashed, timeout=90)
+
+        # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
+        # the ServerApp watches the SuperExec's and stops training (it reports its run as failed
+        # once a SuperLink answers again); `flwr run --stream` loses its connection.
+        killed_at = time.monotonic()
+        children = deployment.kill_superlink()
+        server_apps = {p for p in children if "flwr-serverapp" in command(p[0])}
+        assert server_apps, f"no ServerApp among {[command(p) for p, _ in children]}"
+        assert deployment.wait_gone(children - server_apps, timeout=15) == [], deployment.logs()
+        assert deployment.wait_run(crashed, timeout=30) != 0, crashed.log()
+        crashed_step = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+
+        # The last checkpoint before the crash: what the resumed run starts from.
+        saved = checkpointer.load()
+        assert saved is not None
+        resumed_from = saved.num_updates
+        in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
+        assert 0 < resumed_from < NUM_UPDATES, resumed_from
+        assert in_flight, "a checkpoint of an asynchronous run holds the tasks in flight"
+
+        # Restart with the same command; the SuperNodes (known from the database) reconnect.
+        deployment.start_superlink(restart=True)
+        restarted_at = time.monotonic()
+        deployment.wait_for_nodes(NUM_NODES)
+        result_path = tmp_path / "resumed.json"
+        resumed = deployment.start_run(
+            APP,
+            {**run_config, "result-path": str(result_path),
+             "progress-path": str(tmp_path / "resumed-progress.json")},
+        )  # fmt: skip
+        status = deployment.wait_run(resumed, timeout=120)
+        result = read_json(result_path)
+        context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
+        assert status == 0, context
+        assert result is not None and "error" not in result, context
+        assert "Resumed from" in resumed.log(), context
+        assert result["stopped-by"] == "budget", context
+        assert result["num-updates"] == result["server-steps"] == NUM_UPDATES, context
+        assert result["finite"] and np.all(np.isfinite(result["model"])), context
+        assert result["final-loss"] < result["initial-loss"], context
+
+        # Each update once: server steps 1..N without a gap or a repeat (ASGD steps once per
+        # accepted update), each (node, task) and (node, base version) once.
+        updates = result["updates"]
+        assert [u["index"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
+        assert [u["server-step"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
+        assert all(u["accepted"] for u in updates), context
+        tasks = Counter((u["stable-id"], u["iteration"]) for u in updates)
+        bases = Counter((u["stable-id"], u["server-step"] - u["staleness"]) for u in updates)
+        assert max(tasks.values()) == 1 and max(bases.values()) == 1, context
+        # The checkpoint's history is kept as it was; its tasks in flight were sent again and
+        # applied once each; both SuperNodes took part after the restart.
+        kept = [{"index": index, **record} for index, record in sorted(saved.train_metrics.items())]
+        assert updates[:resumed_from] == kept, context
+        after = [(u["stable-id"], u["iteration"]) for u in updates[resumed_from:]]
+        assert all(after.count(task) == 1 for task in in_flight), (in_flight, context)
+        assert {stable for stable, _ in after} == set(range(NUM_NODES)), context
+
+        # The crashed run's ServerApp never trained again: it reported its run failed and left.
+        assert deployment.wait_gone(server_apps, timeout=60) == [], deployment.logs()
+        after_crash = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+        assert after_crash == crashed_step, (crashed_step, after_crash)
+        runs = {r["status"] for r in deployment.runs_status()}
+        assert runs == {"finished:failed", "finished:completed"}, deployment.runs_status()
+        assert all(proc.running() for proc in deployment.supernodes.values())
+        print(
+            f"\ncrash at {killed_at - started:.1f} s (checkpoint at step {resumed_from}, "
+            f"crashed run at step {crashed_step}, {len(in_flight)} task(s) in flight); "
+            f"restarted in {restarted_at - killed_at:.1f} s; resumed run finished "
+            f"{time.monotonic() - restarted_at:.1f} s later with {result['num-updates']} updates"
+        )
+    finally:
+        stopping = time.monotonic()
+        deployment.stop_all()
+        print(f"stopped every process in {time.monotonic() - stopping:.1f} s; "
+              f"total {time.monotonic() - started:.1f} s")  # fmt: skip
+    assert deployment.leftovers() == [], "processes left running"
