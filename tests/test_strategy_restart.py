@@ -1,0 +1,95 @@
+"""A crash between two checkpoints, resumed on a grid whose nodes came back with new node ids.
+
+What a SuperLink restart does to the strategy (docs/strategies.md, "Surviving a SuperLink
+restart"): the ServerApp process dies after applying updates past its last checkpoint; a new run
+on a new grid (new message ids, nodes possibly with new node ids) resumes from that checkpoint.
+With a virtual clock the resumed run must end exactly as an uninterrupted one: the updates
+applied after the checkpoint are redone once, the checkpoint's tasks in flight are sent again and
+applied once.
+"""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
+from flwr.app import ConfigRecord, MetricRecord
+
+from fl_async.scheduling import VirtualClock
+from fl_async.strategies import ASGD, GSGM
+from fl_async.strategies.checkpoint import Checkpointer
+
+TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
+NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 5, 3, 7
+
+
+class Crash(Exception):
+    """The ServerApp process dies (here: inside an evaluation, between two checkpoints)."""
+
+
+@pytest.fixture(autouse=True)
+def _identity():
+    with task_identity():
+        yield
+
+
+def start(strategy, nodes, evaluate_fn=None):
+    return strategy.start(
+        FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
+        evaluate_fn=evaluate_fn,
+    )  # fmt: skip
+
+
+def history(result):
+    """Every per-update record except what a restart may change (node ids, wall times)."""
+    return [
+        {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
+        for _, r in sorted(result.train_metrics_clientapp.items())
+    ]
+
+
+def crash_at(step):
+    def evaluate(server_step, arrays):
+        if server_step == step:
+            raise Crash(f"killed at server step {server_step}")
+        return MetricRecord({"step": server_step})
+
+    return evaluate
+
+
+def with_new_node_ids(nodes, offset=10**9):
+    """The same nodes (partition ids, data) under other node ids, as after re-registering."""
+    return {node_id + offset: node for node_id, node in nodes.items()}
+
+
+@pytest.mark.parametrize("preset", [ASGD, GSGM])
+def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, preset):
+    def make(directory=None):
+        return preset(
+            clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
+            checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
+        )  # fmt: skip
+
+    full = start(make(), quadratic_fleet(NUM_NODES, seed=21))
+    with pytest.raises(Crash):
+        start(make(tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+    saved = Checkpointer(tmp_path, None).load()
+    # The updates of steps 7.. were applied, then lost with the process: the checkpoint is
+    # step 6's, with the tasks then in flight.
+    assert saved.aggregator["version"] == saved.num_updates == CRASH_AT - 1
+    in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
+    assert in_flight
+
+    nodes = with_new_node_ids(quadratic_fleet(NUM_NODES, seed=21))
+    resumed = start(make(tmp_path), nodes)
+    assert resumed.num_updates == full.num_updates == NUM_NODES * NUM_ROUNDS
+    for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
+                    strict=True):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+    assert history(resumed) == history(full)
+    records = [dict(r) for _, r in sorted(resumed.train_metrics_clientapp.items())]
+    tasks = Counter((r["stable-id"], r["iteration"]) for r in records)
+    assert max(tasks.values()) == 1
+    after = [(r["stable-id"], r["iteration"]) for r in records[saved.num_updates :]]
+    assert all(after.count(task) == 1 for task in in_flight)
+    assert {r["node-id"] for r in records[saved.num_updates :]} <= set(nodes)
