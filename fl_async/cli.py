@@ -1,4 +1,5 @@
-"""The ``fl-async`` command: one subcommand per tool (``run``, ``partition``, ``bench``)."""
+"""The ``fl-async`` command: one subcommand per tool (``run``, ``partition``, ``bench``,
+``data``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "partition": ("fl_async.partitioning.cli", "Split a dataset's labels into non-IID partitions."),
     "bench": ("fl_async.bench.cli", "Run strategies side by side and report accuracy, stability."),
+    "data": (
+        "fl_async.data.cli",
+        "Fetch the papers' datasets (download NAME) and see which are here (list): exit 0 done, "
+        "1 a download failed after its retries, 2 a bad name or option.",
+    ),
 }
 
 

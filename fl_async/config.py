@@ -146,6 +146,7 @@ SERVER_KEYS: dict[str, Key] = {
     "correlate": Key("none", _choice(CORRELATIONS)),
     "output-dir": Key("", _text),
     "checkpoint-every": Key(0, _integer(0)),
+    "data-download": Key(False, _flag),
 }
 """The keys only the ServerApp reads."""
 

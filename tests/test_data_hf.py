@@ -121,9 +121,13 @@ def test_missing_everywhere_says_where_it_looked(tmp_path):
         load_dataset("cifar10", root=tmp_path)
     message = str(error.value)
     assert str(tmp_path / "cifar-10-batches-py") in message
-    assert "uoft-cs/cifar10" in message and "download=True" in message
-    with pytest.raises(FileNotFoundError, match="download=True"):
+    assert "uoft-cs/cifar10" in message
+    assert f"fetch it with: fl-async data download cifar10 --root {tmp_path}" in message
+    with pytest.raises(FileNotFoundError) as error:
         load_dataset("someone/missing", root=tmp_path)
+    assert f"fetch it with: fl-async data download someone/missing --root {tmp_path}" in str(
+        error.value
+    )
 
 
 def test_images_of_different_sizes_are_rejected(tmp_path):

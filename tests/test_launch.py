@@ -70,7 +70,9 @@ def test_a_missing_dataset_is_named_with_how_to_fetch_it(tmp_path, monkeypatch, 
     line = refused(capsys, "--run-config", "dataset='cifar10'")
     assert "run config 'dataset' = 'cifar10'" in line
     assert str(tmp_path / "cifar-10-batches-py") in line
-    assert "load_dataset('cifar10', download=True)" in line
+    # The root comes from $FL_ASYNC_DATA, where the command looks too: no --root needed.
+    assert "fetch it with: fl-async data download cifar10, or add data-download=true" in line
+    assert "or add data-download=true to --run-config" in line
     assert "'emnist'" in refused(capsys, "--run-config", "dataset='emnist'")
 
 

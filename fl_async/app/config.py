@@ -51,6 +51,8 @@ class AppConfig:
     device: str
     output_dir: str
     checkpoint_every: int | None
+    data_download: bool
+    """Fetch a missing named dataset before the run starts (``data-download``)."""
 
     def train_config(self) -> dict[str, Value]:
         """The training settings sent with every task.
@@ -104,6 +106,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
         device=str(values["device"]),
         output_dir=str(values["output-dir"]),
         checkpoint_every=int(values["checkpoint-every"]) or None,
+        data_download=bool(values["data-download"]),
     )
 
 

@@ -1,12 +1,13 @@
 """``python -m fl_async.app`` (also ``fl-async run``): ``flwr run`` in a local simulation, with
 an exit code.
 
-Every setting is checked before anything starts (``preflight``). Then it starts its own
-SuperLink (``superlink``), runs the app with ``flwr run <app> local --stream``, and stops the
-SuperLink with every process under it. ``flwr run --stream`` exits 0 even when the ServerApp
+Every setting is checked before anything starts (``preflight``), and with ``data-download =
+true`` a missing dataset is fetched then. Then it starts its own SuperLink (``superlink``),
+runs the app with ``flwr run <app> local --stream``, and stops the SuperLink with every process
+under it. ``flwr run --stream`` exits 0 even when the ServerApp
 raises, so the exit code comes from ``flwr ls`` and the ``history.json`` the run wrote
-(``outcome``): 0 done, 1 failed or stopped for want of progress, 2 a bad setting, 130
-interrupted.
+(``outcome``): 0 done, 1 failed, stopped for want of progress or a dataset download failed, 2 a
+bad setting, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Run the fl-async Flower App in a local simulation (flwr run against a SuperLink of its "
-    "own) and exit 0 when the run finished, 1 when it failed or could not make progress, 2 for "
-    "a bad setting (checked before anything starts), 130 when interrupted."
+    "own) and exit 0 when the run finished, 1 when it failed, could not make progress or could "
+    "not download its dataset (data-download=true), 2 for a bad setting (checked before "
+    "anything starts), 130 when interrupted."
 )
 _STARTED_RUN = re.compile(r"Successfully started run (\d+)")
 
@@ -83,12 +85,16 @@ def run(args: argparse.Namespace) -> int:
     """Check every setting, then run the app once; 0, 1, 2 or 130 (see the module's doc)."""
     # Imported here: torch, Flower and the strategies take seconds, which --help need not wait.
     from fl_async.app import preflight
+    from fl_async.data.download import DownloadError
 
     try:
         plan = preflight.prepare(args)
     except (ValueError, TypeError, ImportError) as error:
         print("error: " + " ".join(str(error).split()))
         return 2
+    except DownloadError as error:  # data-download = true, and the fetch failed
+        print("error: " + " ".join(str(error).split()))
+        return 1
     return _launch(plan, args)
 
 

@@ -1,10 +1,11 @@
 """Every check ``python -m fl_async.app`` makes before it starts anything.
 
 The run config (every key, and the chosen preset's own hyperparameters, by building the
-strategy), the dataset (present and readable: its training labels are read), the split of those
-labels into ``num-nodes`` partitions (by the partitioner itself), the clock, and the packages of
-the simulation extra. A bad setting costs one line and exit code 2, not a SuperLink, a Ray
-cluster and a traceback from inside the run.
+strategy), the dataset (present and readable: its training labels are read; fetched first with
+``data-download = true``), the split of those labels into ``num-nodes`` partitions (by the
+partitioner itself), the clock, and the packages of the simulation extra. A bad setting costs
+one line and exit code 2, not a SuperLink, a Ray cluster and a traceback from inside the run; a
+download that failed (``DownloadError``) one line and exit code 1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.server_app import build_strategy, make_clock
 from fl_async.clients.device import select_device
 from fl_async.config import DataSpec
-from fl_async.data import HUB_IDS, load_labels
+from fl_async.data import load_labels
+from fl_async.data.download import ensure, is_downloadable
 from fl_async.data.loader import load_owners
 from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
@@ -56,6 +58,8 @@ def prepare(args: argparse.Namespace) -> Plan:
     require("python -m fl_async.app", "ray", "matplotlib")
     output = Path(config.output_dir or _default_output(app_dir, config.strategy, config.seed))
     output = output.expanduser().resolve()
+    if config.data_download:
+        fetch_dataset(config.data)
     check_server_side(config, output)
     return Plan(app_dir=app_dir, nodes=config.num_nodes, config=config, output=output)
 
@@ -66,6 +70,15 @@ def parse_overrides(text: str) -> dict[str, Any]:
         return parse_config_args([text]) if text.strip() else {}
     except click.ClickException as error:
         raise InvalidArgument(f"--run-config {text!r}: {error.message}") from error
+
+
+def fetch_dataset(data: DataSpec) -> None:
+    """``data-download = true``: fetch a missing named dataset here, once, before any node
+    starts (nodes only read it). The launcher's Hugging Face offline switches apply to the
+    processes it starts, not to this one, so the fetch can reach the network."""
+    fetched = ensure(data.dataset, root=data.root or None, report=print)
+    if fetched is not None:
+        print(f"fl-async: {fetched.summary()}")
 
 
 def check_server_side(config: AppConfig, output: Path) -> None:
@@ -96,11 +109,8 @@ def _labels(data: DataSpec) -> np.ndarray:
         ) from error
     except (OSError, ValueError, RuntimeError) as error:
         fetch = ""
-        if isinstance(error, FileNotFoundError) and data.dataset in HUB_IDS:
-            fetch = (
-                '; from a shell: python -c "from fl_async.data import load_dataset; '
-                f"load_dataset('{data.dataset}', download=True)\" (docs/data.md)"
-            )
+        if isinstance(error, FileNotFoundError) and is_downloadable(data.dataset):
+            fetch = ", or add data-download=true to --run-config (docs/data.md)"
         problem = str(error).rstrip(".")
         key = f"run config 'dataset' = {data.dataset!r}"
         raise InvalidArgument(f"{key}: {problem}{fetch}") from error

@@ -62,6 +62,8 @@ def run(grid: Grid, config: AppConfig) -> Path:
     """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
     require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
     output = output_directory(config)
+    if config.data_download:
+        _fetch(config)
     data = cached_dataset(config.data.dataset, config.data.root, config.data.owner_column)
     # The server splits the labels as the nodes do, for the speed ranking and the history.
     labels = data.train.labels.numpy()
@@ -101,6 +103,17 @@ def run(grid: Grid, config: AppConfig) -> Path:
         result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
     )  # fmt: skip
     return output
+
+
+def _fetch(config: AppConfig) -> None:
+    """``data-download = true`` under a plain ``flwr run`` (the launcher fetched it already):
+    fetch a missing dataset before the first task, so the nodes of a simulation, which share
+    this disk, only read it."""
+    from fl_async.data.download import ensure
+
+    fetched = ensure(config.data.dataset, root=config.data.root or None)
+    if fetched is not None:
+        log(INFO, "fl-async: %s", fetched.summary())
 
 
 def _train(

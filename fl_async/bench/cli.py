@@ -179,12 +179,17 @@ def run(args: argparse.Namespace) -> int:
 
 def run_and_report(spec: SuiteSpec, out: Path, actors: int) -> int:
     """Run the suite's missing runs into ``out``, then write its report; 1 if a run failed."""
+    from fl_async.data.download import DownloadError
+
     started = time.monotonic()
     try:
         check_dataset(spec)
         outcome = run_suite(spec, out, actors=actors)
     except SuiteError as error:
         return _error(error)
+    except DownloadError as error:  # data-download=true, and the fetch failed
+        print(f"fl-async bench: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("fl-async bench: interrupted; run the same command again to resume")
         write_report(out, title=_title(spec), grid_size=spec.grid)
@@ -314,14 +319,25 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
 
 def check_dataset(spec: SuiteSpec) -> None:
     """Read the dataset's labels once before any run starts, so a missing or unknown dataset
-    stops the suite with the loader's message instead of failing every run."""
+    stops the suite with the loader's message instead of failing every run; with
+    ``data-download=true`` in ``--run-config``, fetch a missing one first (DownloadError if
+    that fails)."""
     from fl_async.data import load_labels
+    from fl_async.data.download import ensure, is_downloadable
 
     root = spec.extra.get("data-root") or None
+    root = str(root) if root else None
+    if spec.extra.get("data-download") is True:
+        fetched = ensure(spec.dataset, root=root, report=print)
+        if fetched is not None:
+            print(f"fl-async bench: {fetched.summary()}")
     try:
-        load_labels(spec.dataset, root=str(root) if root else None)
+        load_labels(spec.dataset, root=root)
     except (FileNotFoundError, ValueError) as error:
-        raise SuiteError(f"--dataset {spec.dataset!r}: {error}") from error
+        fetch = ""
+        if isinstance(error, FileNotFoundError) and is_downloadable(spec.dataset):
+            fetch = ", or add data-download=true to --run-config"
+        raise SuiteError(f"--dataset {spec.dataset!r}: {error}{fetch}") from error
 
 
 def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:

@@ -33,8 +33,9 @@ GRID_KEYS = ("index", "virtual-time", "wall-time", "accuracy", "loss", "server-s
 """What a record keeps of each grid point."""
 RUN_INFO = ("num-nodes", "started-at", "versions", "strategy", "dataset", "model", "partitions")
 """The history's descriptions of the run kept in a record (each a few values)."""
-MACHINE_KEYS = ("output-dir", "data-root")
-"""Run-config keys left out of a record: paths of the machine that ran it, not settings."""
+MACHINE_KEYS = ("output-dir", "data-root", "data-download")
+"""Run-config keys left out of a record: the paths of the machine that ran it and whether it
+fetched its data, not settings of the run."""
 _LINE = 200
 """A container with no nested one whose JSON fits in this many characters takes one line."""
 

@@ -29,6 +29,13 @@ def open_hub(
     repo_id: str, *, root: Path | None, download: bool
 ) -> datasets.DatasetDict | datasets.Dataset:
     """A Hub dataset from the local cache, fetched first only when ``download`` is True."""
+    return open_path(hub_snapshot(repo_id, root=root, download=download), root=root)
+
+
+def hub_snapshot(repo_id: str, *, root: Path | None, download: bool) -> Path:
+    """The folder of ``repo_id``'s snapshot in the Hub cache (``root``, else Hugging Face's
+    default), fetched first only when ``download`` is True; FileNotFoundError when it is not
+    there, or only partly (an interrupted download)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -40,11 +47,16 @@ def open_hub(
             repo_id, repo_type="dataset", cache_dir=cache_dir, local_files_only=not download
         )
     except LocalEntryNotFoundError as error:
+        if download:  # the Hub could not be reached: the caller retries or reports it
+            raise
+        from fl_async.data.download import fetch_command
+
         where = cache_dir or "the Hugging Face cache (HF_HUB_CACHE)"
         raise FileNotFoundError(
-            f"Hugging Face dataset {repo_id!r} is not in {where}; pass download=True to fetch it."
+            f"Hugging Face dataset {repo_id!r} is not (or only partly) in {where}; fetch it "
+            f"with: {fetch_command(repo_id, root)}"
         ) from error
-    return open_path(Path(folder), root=root)
+    return Path(folder)
 
 
 def open_disk(path: Path) -> datasets.DatasetDict | datasets.Dataset:

@@ -251,10 +251,11 @@ def _open_hf(
     try:
         return open_hub(HUB_IDS[plan.target], root=hf_root, download=False)
     except FileNotFoundError as error:
+        from fl_async.data.download import fetch_command  # it imports this module
+
         spec = TORCHVISION_SETS[plan.target]
         raise FileNotFoundError(
             f"{name} not found: looked for torchvision's files in {spec.location(_root(root))} "
-            f"and for {HUB_IDS[plan.target]} in the Hugging Face cache. Pass download=True to "
-            "fetch it with torchvision, copy the files there, or use source='huggingface' "
-            "with download=True."
+            f"and for {HUB_IDS[plan.target]} in the Hugging Face cache; fetch it with: "
+            f"{fetch_command(plan.target, _root(root))}"
         ) from error

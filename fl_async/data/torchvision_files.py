@@ -58,9 +58,8 @@ TORCHVISION_SETS: dict[str, TorchvisionSet] = {
 
 def load_torchvision(name: str, *, root: Path, download: bool) -> FederatedData:
     """Read ``name`` with its torchvision class from ``root`` (downloading only when asked)."""
-    spec = TORCHVISION_SETS[name]
-    train = _open(spec, root=root, train=True, download=download)
-    test = _open(spec, root=root, train=False, download=False)
+    train = _open(name, root=root, train=True, download=download)
+    test = _open(name, root=root, train=False, download=False)
     return federated_data(
         name, train=_tensors(train), test=_tensors(test), num_classes=len(train.classes)
     )
@@ -68,15 +67,16 @@ def load_torchvision(name: str, *, root: Path, download: bool) -> FederatedData:
 
 def torchvision_labels(name: str, *, root: Path, download: bool) -> np.ndarray:
     """Training labels of ``name`` read with its torchvision class."""
-    dataset = _open(TORCHVISION_SETS[name], root=root, train=True, download=download)
+    dataset = _open(name, root=root, train=True, download=download)
     return np.asarray(dataset.targets, dtype=np.int64)
 
 
-def _open(spec: TorchvisionSet, *, root: Path, train: bool, download: bool) -> MNIST | CIFAR10:
+def _open(name: str, *, root: Path, train: bool, download: bool) -> MNIST | CIFAR10:
     import torchvision.datasets  # imported here: it adds ~1 s that the embedded default avoids
 
+    spec = TORCHVISION_SETS[name]
     if not download:
-        _require_files(spec, root)
+        _require_files(name, root)
         _decompress_idx(spec, root)
     dataset_class = getattr(torchvision.datasets, spec.class_name)
     try:
@@ -85,19 +85,24 @@ def _open(spec: TorchvisionSet, *, root: Path, train: bool, download: bool) -> M
         # torchvision says "not found or corrupted" without a path; CIFAR's md5 check lands here.
         raise RuntimeError(
             f"torchvision could not read {spec.class_name} from {spec.location(root)}: {error}. "
-            "Delete the folder and pass download=True to fetch a fresh copy."
+            f"Fetch a fresh copy (it replaces the folder) with: {_fetch_command(name, root)}"
         ) from error
 
 
-def _require_files(spec: TorchvisionSet, root: Path) -> None:
+def _require_files(name: str, root: Path) -> None:
+    spec = TORCHVISION_SETS[name]
     missing = spec.missing(root)
     if missing:
         raise FileNotFoundError(
-            f"{spec.class_name} not found: looked in {spec.location(root)} "
-            f"for {', '.join(missing)}. "
-            f"Pass download=True to fetch it with torchvision into root={root}, copy the files "
-            "there, or load it from Hugging Face with source='huggingface'."
+            f"{name} not found: looked in {spec.location(root)} for {', '.join(missing)}; "
+            f"fetch it with: {_fetch_command(name, root)}"
         )
+
+
+def _fetch_command(name: str, root: Path) -> str:
+    from fl_async.data.download import fetch_command  # it imports this module
+
+    return fetch_command(name, root)
 
 
 def _decompress_idx(spec: TorchvisionSet, root: Path) -> None:
