@@ -1,5 +1,8 @@
 """Time every partitioning scheme on 1M labels (10 classes) into 1,000 partitions.
 
+``natural`` splits by owner: each label gets one of ``--num-owners`` integer owner ids (3,500 by
+default, about as many as FEMNIST has writers).
+
     python benchmarks/partitioning.py [--out benchmarks/results/partitioning.json]
 
 Prints the best of ``--repeats`` wall-clock times per scheme and writes them as JSON. Exits with
@@ -27,6 +30,7 @@ CASES: dict[str, dict[str, float | int]] = {
     "label_skew": {"classes_per_partition": 2},
     "shards": {"shards_per_partition": 2},
     "quantity_skew": {"alpha": 0.5},
+    "natural": {},
 }
 
 
@@ -36,14 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-labels", type=int, default=1_000_000)
     parser.add_argument("--num-classes", type=int, default=10)
     parser.add_argument("--num-partitions", type=int, default=1_000)
+    parser.add_argument("--num-owners", type=int, default=3_500, help="natural: owner ids")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=1.0, help="seconds allowed per scheme")
     parser.add_argument("--out", default="benchmarks/results/partitioning.json")
     args = parser.parse_args(argv)
 
-    labels = np.random.default_rng(0).integers(0, args.num_classes, args.num_labels)
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, args.num_classes, args.num_labels)
+    owners = rng.integers(0, args.num_owners, args.num_labels)
     seconds = {}
     for scheme, params in CASES.items():
+        if scheme == "natural":
+            params = {**params, "owners": owners}
         times = []
         for repeat in range(args.repeats):
             start = time.perf_counter()
@@ -65,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "num_labels": args.num_labels,
         "num_classes": args.num_classes,
         "num_partitions": args.num_partitions,
+        "num_owners": args.num_owners,
         "repeats": args.repeats,
         "params": CASES,
         "seconds": seconds,

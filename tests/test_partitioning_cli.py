@@ -84,6 +84,8 @@ def test_partition_of_the_default_dataset(capsys: pytest.CaptureFixture[str]) ->
         ),
         (["--out", "split.txt"], "--out must end in .npz, got 'split.txt'"),
         (["--plot", "split.jpg"], "--plot must end in .png, got 'split.jpg'"),
+        (["--owners", "owners.npy"], "--owners applies to --scheme natural, not to iid"),
+        (["--scheme", "natural"], "--scheme natural with --labels needs --owners FILE"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_no_traceback(
@@ -95,6 +97,47 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(
     assert captured.err.startswith("fl-async partition: error: ")
     assert message in captured.err and "Traceback" not in captured.err
     assert captured.err.count("\n") == 1
+
+
+def test_natural_reads_owners_from_a_file(
+    labels_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    labels = np.load(labels_file)
+    owners = np.array([f"writer-{i % 23}" for i in range(labels.size)])
+    np.savez(tmp_path / "both.npz", labels=labels, owners=owners)
+    out = tmp_path / "split.npz"
+    argv = ["partition", "--labels", str(tmp_path / "both.npz"), "--owners"]
+    argv += [str(tmp_path / "both.npz"), "--scheme", "natural", "--num-partitions", "5"]
+    assert main([*argv, "--out", str(out)]) == 0
+    expected = partition(labels, "natural", 5, 0, owners=owners)
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"natural() of {tmp_path / 'both.npz'}, 23 owners: 5 partitions")
+    assert heterogeneity(labels, expected).to_table() in printed
+    with np.load(out) as saved:
+        for i, part in enumerate(expected):
+            np.testing.assert_array_equal(saved[f"partition_{i}"], part)
+        assert str(saved["scheme"]) == "natural"
+    argv = ["partition", "--labels", str(labels_file), "--scheme", "natural"]
+    assert main([*argv, "--owners", str(tmp_path / "both.npz"), "--num-partitions", "24"]) == 2
+    assert "24; 23 is the number of distinct owners" in capsys.readouterr().err
+    assert main([*argv, "--owners", str(labels_file), "--owner-column", "user"]) == 2
+    assert "--owner-column applies to --dataset, not to --owners" in capsys.readouterr().err
+
+
+def test_natural_reads_a_datasets_owners(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from femnist_files import write_femnist
+
+    write_femnist(tmp_path, writers=10)  # 10 writers, 8 hsf_id values
+    argv = ["partition", "--dataset", "femnist", "--data-root", str(tmp_path), "--scheme"]
+    assert main([*argv, "natural", "--num-partitions", "4", "--per-partition"]) == 0
+    printed = capsys.readouterr().out
+    assert "natural() of femnist (" in printed and "training labels), 10 owners" in printed
+    assert main([*argv, "natural", "--owner-column", "hsf_id", "--num-partitions", "8"]) == 0
+    assert "training labels), 8 owners: 8 partitions" in capsys.readouterr().out
+    assert main(["partition", "--dataset", "mnist", "--scheme", "natural"]) == 2
+    assert "dataset 'mnist' has no natural owners" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -131,6 +174,7 @@ def test_benchmark_script_times_every_scheme(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
-    assert set(report["seconds"]) == {"iid", "dirichlet", "label_skew", "shards", "quantity_skew"}
+    schemes = {"iid", "dirichlet", "label_skew", "shards", "quantity_skew", "natural"}
+    assert set(report["seconds"]) == schemes
     assert all(0 < seconds < 1 for seconds in report["seconds"].values())
     assert "dirichlet" in result.stdout and str(out) in result.stdout

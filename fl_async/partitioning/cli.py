@@ -60,6 +60,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--self-balancing", action="store_true", help="dirichlet: flwr-datasets' self-balancing"
     )
     parser.add_argument("--max-tries", type=int, help="dirichlet, quantity_skew: draws allowed")
+    parser.add_argument(
+        "--owners",
+        metavar="FILE",
+        help="natural: .npy or .npz file of owner ids (integers or strings), one per label; "
+        "an .npz may hold them as 'owners' beside 'labels' (default with --dataset: the "
+        "dataset's own owners)",
+    )
+    parser.add_argument(
+        "--owner-column",
+        metavar="NAME",
+        help="natural with --dataset: the Hugging Face column of the owners (default: writer_id)",
+    )
     parser.add_argument("--plot", metavar="PATH", help="write a heatmap and stacked bars (PNG)")
     parser.add_argument("--out", metavar="PATH", help="write the indices (.npz)")
     parser.add_argument(
@@ -76,7 +88,12 @@ def run(args: argparse.Namespace) -> int:
         name = scheme_name(args.scheme)
         params = _scheme_params(args, name)
         labels, origin = _labels(args)
-        parts = partition(labels, name, args.num_partitions, args.seed, **params)
+        owners = _owners(args, name, labels.size)
+        if owners is not None:
+            origin += f", {np.unique(owners).size} owners"
+            parts = partition(labels, name, args.num_partitions, args.seed, owners=owners)
+        else:
+            parts = partition(labels, name, args.num_partitions, args.seed, **params)
         settings = ", ".join(f"{key}={value}" for key, value in params.items())
         print(f"{name}({settings}) of {origin}: {args.num_partitions} partitions, seed {args.seed}")
         print(heterogeneity(labels, parts).to_table(per_partition=args.per_partition))
@@ -106,7 +123,8 @@ def _scheme_params(args: argparse.Namespace, scheme: str) -> dict[str, Any]:
     given = {key: getattr(args, key) for key in _OPTIONS}
     # Identity, not equality: "--alpha 0" must reach the check that refuses it, and 0 == False.
     given = {key: value for key, value in given.items() if value is not None and value is not False}
-    takes = scheme_parameters(scheme)
+    # natural's owners are data, read by _owners; every other parameter is an option.
+    takes = {k: v for k, v in scheme_parameters(scheme).items() if k != "owners"}
     for key in given:
         if key not in takes:
             options = ", ".join(_OPTIONS[p] for p in takes) or "no scheme options"
@@ -135,20 +153,47 @@ def _labels(args: argparse.Namespace) -> tuple[np.ndarray, str]:
     return labels, f"{name} ({labels.size} training labels)"
 
 
+def _owners(args: argparse.Namespace, scheme: str, num_labels: int) -> np.ndarray | None:
+    """The owner of each label for ``natural`` (None for the other schemes, which refuse
+    --owners and --owner-column)."""
+    if scheme != "natural":
+        for option, value in (("--owners", args.owners), ("--owner-column", args.owner_column)):
+            if value is not None:
+                raise InvalidArgument(f"{option} applies to --scheme natural, not to {scheme}")
+        return None
+    if args.owners:
+        if args.owner_column is not None:
+            raise InvalidArgument(
+                "--owner-column applies to --dataset, not to --owners; got --owner-column "
+                f"{args.owner_column!r}"
+            )
+        return _read_array(Path(args.owners), "owners", "--owners")
+    if args.labels:
+        raise InvalidArgument("--scheme natural with --labels needs --owners FILE")
+    from fl_async.data import load_owners
+
+    return load_owners(args.dataset or "mnist", root=args.data_root, owner_column=args.owner_column)
+
+
 def _read_labels(path: Path) -> np.ndarray:
+    return _read_array(path, "labels", "--labels")
+
+
+def _read_array(path: Path, key: str, option: str) -> np.ndarray:
+    """The array of a .npy file, or the ``key`` (or only) array of an .npz file."""
     if path.suffix == ".npy":
         return np.load(path, allow_pickle=False)
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
-            if "labels" in arrays.files:
-                return arrays["labels"]
+            if key in arrays.files:
+                return arrays[key]
             if len(arrays.files) == 1:
                 return arrays[arrays.files[0]]
             raise ValueError(
-                f"--labels {path}: an .npz must hold a 'labels' array or exactly one array, "
+                f"{option} {path}: an .npz must hold a '{key}' array or exactly one array, "
                 f"found {arrays.files}"
             )
-    raise InvalidArgument(f"--labels must be a .npy or .npz file, got {str(path)!r}")
+    raise InvalidArgument(f"{option} must be a .npy or .npz file, got {str(path)!r}")
 
 
 def _save(
