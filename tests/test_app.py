@@ -364,6 +364,15 @@ def test_checkpoints_let_a_rerun_resume(tmp_path):
     assert comparable(resumed) == comparable(full)
 
 
+def test_checkpoints_without_an_output_dir_say_which_one_resumes(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)  # the default output-dir is outputs/<strategy>-seed<seed>-<time>
+    overrides = {"output-dir": "", "max-updates": 2, "checkpoint-every": 2}
+    _, output = run_in_memory(tmp_path, "default", **overrides)
+    assert output.parent == tmp_path / "outputs" and (output / "checkpoint").is_dir()
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"--run-config \"output-dir='{output}'\"" in m for m in said), said
+
+
 def test_results_are_strict_json_and_plots_label_the_clock(tmp_path):
     history = {
         "config": {"clock.type": "real", "strategy": "asgd", "dataset": "mnist"},

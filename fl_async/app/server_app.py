@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import time
 from importlib import metadata
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.results import history_of, write_results
 from fl_async.clients import training
 from fl_async.clients.device import select_device
-from fl_async.clients.node_data import cached_dataset, new_model
-from fl_async.data import FederatedData, ImageSet
+from fl_async.clients.node_data import RunData, load_run_data, new_model
+from fl_async.data import Examples
 from fl_async.extras import require
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
@@ -46,7 +46,7 @@ def main(grid: Grid, context: Context) -> None:
 class CentralEvaluation:
     """``evaluate_fn`` for the strategy: loss and accuracy of a model on a test set."""
 
-    def __init__(self, model: nn.Module, test: ImageSet, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, test: Examples, device: torch.device) -> None:
         self.model = model
         self.test = test
         self.device = device
@@ -64,9 +64,9 @@ def run(grid: Grid, config: AppConfig) -> Path:
     output = output_directory(config)
     if config.data_download:
         _fetch(config)
-    data = cached_dataset(config.data.dataset, config.data.root, config.data.owner_column)
+    data = load_run_data(config.data, config.num_nodes)
     # The server splits the labels as the nodes do, for the speed ranking and the history.
-    labels = data.train.labels.numpy()
+    labels = data.labels
     parts = config.data.split(labels, config.num_nodes, owners=data.owners)
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
@@ -75,9 +75,11 @@ def run(grid: Grid, config: AppConfig) -> Path:
     log(
         INFO,
         "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
-        config.strategy, config.data.dataset, len(data.train), len(data.test), config.num_nodes,
+        config.strategy, config.data.dataset, len(labels), len(data.test), config.num_nodes,
         config.data.scheme, config.clock, output,
     )  # fmt: skip
+    if strategy.checkpoint_dir is not None:
+        _log_checkpoints(config, strategy.checkpoint_dir, output)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result = _train(strategy, grid, config, model, data.test)
     history = history_of(
@@ -117,7 +119,7 @@ def _fetch(config: AppConfig) -> None:
 
 
 def _train(
-    strategy: AsyncStrategy, grid: Grid, config: AppConfig, model: nn.Module, test: ImageSet
+    strategy: AsyncStrategy, grid: Grid, config: AppConfig, model: nn.Module, test: Examples
 ) -> AsyncResult:
     """``strategy.start`` from ``model``'s weights with the run's budgets, evaluating the global
     model centrally on ``test``."""
@@ -141,6 +143,22 @@ def output_directory(config: AppConfig) -> Path:
         return Path(config.output_dir).expanduser().resolve()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path("outputs", f"{config.strategy}-seed{config.seed}-{stamp}").resolve()
+
+
+def _log_checkpoints(config: AppConfig, directory: Path, output: Path) -> None:
+    """Say where the checkpoints go and how a run resumes from them.
+
+    Without ``output-dir`` the output directory is named by the start time, so the same command
+    run again (after a crash) would start over in a new one: say which ``output-dir`` resumes.
+    """
+    if config.output_dir:
+        log(INFO, "fl-async: checkpoint every %d server steps in %s (a run with the same "
+            "output-dir resumes from it)", config.checkpoint_every, directory)  # fmt: skip
+        return
+    log(WARNING, "fl-async: checkpoint every %d server steps in %s, but output-dir is not set: "
+        "the same command run again starts over in a new directory. To resume from this "
+        "checkpoint, run with --run-config \"output-dir='%s'\" (and the same other settings)",
+        config.checkpoint_every, directory, output)  # fmt: skip
 
 
 def make_clock(config: AppConfig, counts: np.ndarray) -> VirtualClock | None:
@@ -203,13 +221,14 @@ def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
     }
 
 
-def _describe_data(data: FederatedData) -> dict[str, Any]:
+def _describe_data(data: RunData) -> dict[str, Any]:
+    shape = "image-shape" if len(data.input_shape) == 3 else "input-shape"
     return {
         "name": data.name,
-        "train-examples": len(data.train),
+        "train-examples": len(data.labels),
         "test-examples": len(data.test),
         "num-classes": data.num_classes,
-        "image-shape": list(data.image_shape),
+        shape: list(data.input_shape),
     }
 
 
