@@ -35,6 +35,10 @@ SPEEDS: tuple[str, ...] = ("lognormal", "uniform", "pareto", "trace")
 """The names of ``fl_async.scheduling.SPEED_MODELS``."""
 MODELS: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8", "logreg")
 """The names of ``fl_async.models.MODEL_NAMES``."""
+SYNTHETIC = "synthetic"
+"""The generated dataset (``fl_async.data.synthetic.NAME``): always split by device (natural)."""
+SYNTHETIC_MIN_SAMPLES = 50
+"""Every Synthetic device's least number of samples (``fl_async.data.synthetic.MIN_SAMPLES``)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,16 @@ def _flag(name: str, value: Any) -> bool:
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(f"{name} must be a string (in quotes), got {value!r}")
+    return value
+
+
+def _sample_cap(name: str, value: Any) -> int:
+    value = check_int(name, value, minimum=0)
+    if 0 < value < SYNTHETIC_MIN_SAMPLES:
+        raise InvalidArgument(
+            f"{name} must be 0 (no cap) or at least {SYNTHETIC_MIN_SAMPLES} (every device's "
+            f"minimum), got {value}"
+        )
     return value
 
 
@@ -162,6 +176,11 @@ NODE_KEYS: dict[str, Key] = {
     "partition.classes-per-partition": Key(2, _integer(1)),
     "partition.shards-per-partition": Key(2, _integer(1)),
     "partition.owner-column": Key("", _text),
+    "synthetic.alpha": Key(1.0, _number()),
+    "synthetic.beta": Key(1.0, _number()),
+    "synthetic.devices": Key(0, _integer(0)),
+    "synthetic.iid": Key(False, _flag),
+    "synthetic.max-samples": Key(0, _sample_cap),
     "local-epochs": Key(2, _integer(0)),
     "local-steps": Key(0, _integer(0)),
     "lr": Key(0.1, _number()),
@@ -258,24 +277,34 @@ class DataSpec:
     """The scheme's own parameters (snake_case) from the ``partition.*`` keys."""
     owner_column: str = ""
     """The Hugging Face column naming each example's owner ("": ``writer_id`` when present)."""
+    synthetic: tuple[tuple[str, Any], ...] = ()
+    """``dataset = "synthetic"``: its parameters (snake_case) from the ``synthetic.*`` keys."""
 
     @classmethod
     def from_config(cls, run_config: Mapping[str, Any]) -> DataSpec:
-        """Read the data keys of ``run_config`` (defaults for missing ones)."""
-        scheme = str(read("partition.scheme", run_config))
+        """Read the data keys of ``run_config`` (defaults for missing ones); ``synthetic`` is
+        split by device whatever ``partition.scheme`` says."""
+        dataset = str(read("dataset", run_config))
+        scheme = "natural" if dataset == SYNTHETIC else str(read("partition.scheme", run_config))
+        synthetic = [
+            (key.removeprefix("synthetic.").replace("-", "_"), read(key, run_config))
+            for key in NODE_KEYS
+            if dataset == SYNTHETIC and key.startswith("synthetic.")
+        ]
         params = []
         for name in scheme_parameters(scheme):
             key = "partition." + name.replace("_", "-")
             if key in SCHEMA:
                 params.append((name, read(key, run_config)))
         return cls(
-            dataset=str(read("dataset", run_config)),
+            dataset=dataset,
             root=str(read("data-root", run_config)),
             model=str(read("model", run_config)),
             seed=int(read("seed", run_config)),
             scheme=scheme,
             params=tuple(params),
             owner_column=str(read("partition.owner-column", run_config)),
+            synthetic=tuple(synthetic),
         )
 
     def split(

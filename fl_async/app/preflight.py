@@ -23,8 +23,9 @@ from flwr.common.config import parse_config_args
 from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.server_app import build_strategy, make_clock
 from fl_async.clients.device import select_device
+from fl_async.clients.node_data import synthetic_of
 from fl_async.config import DataSpec
-from fl_async.data import load_labels
+from fl_async.data import Synthetic, load_labels
 from fl_async.data.download import ensure, is_downloadable
 from fl_async.data.loader import load_owners
 from fl_async.extras import INSTALL_SIMULATION, require
@@ -89,8 +90,9 @@ def check_server_side(config: AppConfig, output: Path) -> None:
         select_device(config.device)
     except (RuntimeError, ValueError) as error:
         raise InvalidArgument(f"run config 'device' = {config.device!r}: {error}") from error
-    labels = _labels(config.data)
-    owners = _owners(config.data) if config.data.scheme == "natural" else None
+    synthetic = synthetic_of(config.data, config.num_nodes)
+    labels = _labels(config.data, synthetic)
+    owners = _owners(config.data, synthetic) if config.data.scheme == "natural" else None
     parts = _split(config, labels, owners)
     try:
         clock = make_clock(config, count_matrix(labels, parts))
@@ -100,9 +102,9 @@ def check_server_side(config: AppConfig, output: Path) -> None:
     build_strategy(config, clock=clock, output=output)
 
 
-def _labels(data: DataSpec) -> np.ndarray:
+def _labels(data: DataSpec, synthetic: Synthetic | None) -> np.ndarray:
     try:
-        return load_labels(data.dataset, root=data.root or None)
+        return load_labels(data.dataset, root=data.root or None, synthetic=synthetic)
     except ImportError as error:
         raise InvalidArgument(
             f"run config 'dataset' = {data.dataset!r}: {error}; {INSTALL_SIMULATION}"
@@ -116,11 +118,14 @@ def _labels(data: DataSpec) -> np.ndarray:
         raise InvalidArgument(f"{key}: {problem}{fetch}") from error
 
 
-def _owners(data: DataSpec) -> np.ndarray:
+def _owners(data: DataSpec, synthetic: Synthetic | None) -> np.ndarray:
     """The owner of each training example, which ``partition.scheme = 'natural'`` splits by."""
     try:
         return load_owners(
-            data.dataset, root=data.root or None, owner_column=data.owner_column or None
+            data.dataset,
+            root=data.root or None,
+            owner_column=data.owner_column or None,
+            synthetic=synthetic,
         )
     except (OSError, ValueError) as error:
         column = (
