@@ -8,6 +8,10 @@ under it. ``flwr run --stream`` exits 0 even when the ServerApp
 raises, so the exit code comes from ``flwr ls`` and the ``history.json`` the run wrote
 (``outcome``): 0 done, 1 failed, stopped for want of progress or a dataset download failed, 2 a
 bad setting, 130 interrupted.
+
+With ``--ray-address HOST:PORT`` (else Ray's ``RAY_ADDRESS``) the ClientApps run on a Ray
+cluster started with ``ray start`` (``cluster``): its head must answer before anything starts,
+and the cluster keeps running after the run, without the run's actors.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fl_async.app import superlink
+from fl_async.app import cluster, superlink
 from fl_async.config import DEFAULTS
 
 if TYPE_CHECKING:
     from fl_async.app.preflight import Plan
 
 DESCRIPTION = (
-    "Run the fl-async Flower App in a local simulation (flwr run against a SuperLink of its "
+    "Run the fl-async Flower App in a simulation (flwr run against a SuperLink of its "
     "own) and exit 0 when the run finished, 1 when it failed, could not make progress or could "
     "not download its dataset (data-download=true), 2 for a bad setting (checked before "
     "anything starts), 130 when interrupted."
@@ -52,8 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--actors",
         type=int,
-        default=os.cpu_count() or 1,
-        help="ClientApps training at once, one CPU each (default: the number of CPUs)",
+        default=None,
+        help="ClientApps training at once, one CPU each (default: the number of CPUs; not on a "
+        "Ray cluster, where each machine's ray start --num-cpus decides)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="run the ClientApps on the Ray cluster whose head is there (ray start --head "
+        "prints it; default: $RAY_ADDRESS, else a Ray of its own on this machine)",
     )
     parser.add_argument(
         "--run-config",
@@ -88,24 +100,29 @@ def run(args: argparse.Namespace) -> int:
     from fl_async.data.download import DownloadError
 
     try:
+        address = cluster.resolve_address(args.ray_address, os.environ)
+        cluster.check_options(address, args.actors, args.federation_config)
+        if address is None and args.actors is None:
+            args = argparse.Namespace(**{**vars(args), "actors": os.cpu_count() or 1})
         plan = preflight.prepare(args)
+        if address is not None:
+            cluster.check_reachable(address)
     except (ValueError, TypeError, ImportError) as error:
         print("error: " + " ".join(str(error).split()))
         return 2
     except DownloadError as error:  # data-download = true, and the fetch failed
         print("error: " + " ".join(str(error).split()))
         return 1
-    return _launch(plan, args)
+    return _launch(plan, args, address)
 
 
-def _launch(plan: Plan, args: argparse.Namespace) -> int:
+def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     from fl_async.app import outcome  # imported here for the same reason as preflight
 
     plan.output.mkdir(parents=True, exist_ok=True)
-    env = superlink.environment()
-    print(
-        f"fl-async: {plan.nodes} virtual nodes, {args.actors} at a time; results -> {plan.output}"
-    )
+    env = {**superlink.environment(), **cluster.ray_environment(address)}
+    where = f"{args.actors} at a time" if address is None else f"on the Ray cluster {address}"
+    print(f"fl-async: {plan.nodes} virtual nodes, {where}; results -> {plan.output}")
     started = time.time()
     # A job stopped with SIGTERM (a scheduler, a background job) cleans up as after Ctrl-C.
     previous = None
@@ -115,7 +132,7 @@ def _launch(plan: Plan, args: argparse.Namespace) -> int:
         env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
     )
     try:
-        run_id = _flwr_run(plan, args, env)
+        run_id = _flwr_run(plan, args, env, address)
         status = _status(run_id, process, env, cwd=plan.app_dir)
     except KeyboardInterrupt:
         print("fl-async: interrupted; stopping the SuperLink and the simulation")
@@ -133,11 +150,11 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _flwr_run(plan: Plan, args: argparse.Namespace, env: dict[str, str]) -> int | None:
+def _flwr_run(
+    plan: Plan, args: argparse.Namespace, env: dict[str, str], address: str | None
+) -> int | None:
     """``flwr run --stream``, its output echoed; the run id it reported, if any."""
-    federation = (
-        f"num-supernodes={plan.nodes} client-resources-num-cpus=1 init-args-num-cpus={args.actors}"
-    )
+    federation = f"num-supernodes={plan.nodes} {cluster.federation_options(address, args.actors)}"
     command = [
         "flwr",
         "run",

@@ -51,7 +51,8 @@ def prepare(args: argparse.Namespace) -> Plan:
     app_dir = Path(args.app).expanduser().resolve()
     if not (app_dir / "pyproject.toml").is_file():
         raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
-    check_int("--actors", args.actors, minimum=1)
+    if args.actors is not None:  # None on a Ray cluster, whose machines set their CPUs
+        check_int("--actors", args.actors, minimum=1)
     overrides = parse_overrides(args.run_config)
     if args.nodes is not None:
         overrides["num-nodes"] = check_int("--nodes", args.nodes, minimum=1)

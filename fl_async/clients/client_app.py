@@ -10,13 +10,17 @@ without its simulation extra (docs/running.md, "Installing").
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from collections.abc import Mapping
+from logging import INFO
 from typing import Any
 
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.common.logger import log
 from torch import nn
 
 from fl_async.clients import training
@@ -135,8 +139,27 @@ def _limit_threads(context: Context) -> None:
     only competes with the other actors (docs/data.md measures it slower on two cores).
     """
     threads = int(read("threads", context.node_config, context.run_config))
+    ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded
+    in_ray = ray is not None and ray.is_initialized()
     if threads == 0:
-        ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded
-        threads = 1 if ray is not None and ray.is_initialized() else 0
+        threads = 1 if in_ray else 0
     if threads > 0 and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    if in_ray:
+        node = f"{ray.get_runtime_context().get_node_id()} ({ray.util.get_node_ip_address()})"
+        _announce_ray_worker(node, torch.get_num_threads())
+
+
+@functools.cache
+def _announce_ray_worker(node: str, threads: int) -> None:
+    """Log once per Ray worker process which Ray node runs its ClientApps, and with how many
+    torch threads: on a cluster, which machines train, and that they all train alike (another
+    thread count changes float sums). Ray shows the line in the simulation's output and keeps
+    it in that node's worker log."""
+    log(
+        INFO,
+        "fl-async: ClientApp in Ray worker %d on Ray node %s, %d torch thread(s)",
+        os.getpid(),
+        node,
+        threads,
+    )

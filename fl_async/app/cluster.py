@@ -1,0 +1,110 @@
+"""Where the simulation's Ray runs: a Ray of its own on this machine, or a Ray cluster the user
+started with ``ray start`` (``--ray-address HOST:PORT``, else Ray's ``RAY_ADDRESS``).
+
+Flower's Ray backend calls ``ray.init()`` in the simulation process, and ``ray.init()`` reads
+``RAY_ADDRESS``: the launcher passes the address in that variable, and leaves
+``init-args-num-cpus`` out of the federation config (Ray refuses CPU counts when it joins a
+cluster). Flower then sizes its actor pool from every node's CPUs, so ClientApps run on every
+machine. Without an address the variable is set to ``local``: a plain ``ray.init()`` would join
+the latest cluster that ``ray start`` left on this machine, whose CPUs ``--actors`` cannot set.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+
+from fl_async.validation import InvalidArgument
+
+RAY_ADDRESS = "RAY_ADDRESS"
+"""Ray's own variable for the cluster to join; honoured when ``--ray-address`` is not given."""
+
+LOCAL = "local"
+"""The ``RAY_ADDRESS`` value for a Ray of the simulation's own on this machine."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for the cluster's head to accept a connection before giving up."""
+
+_ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):(?P<port>\d{1,5})")
+_INIT_ARGS = re.compile(r"init-args-num-[cg]pus")
+_FORM = "HOST:PORT, the head's address as `ray start --head` prints it (e.g. 192.168.1.10:6379)"
+
+
+def resolve_address(option: str | None, environ: Mapping[str, str]) -> str | None:
+    """The Ray cluster to join as ``HOST:PORT``: ``option`` (``--ray-address``), else
+    ``RAY_ADDRESS`` in ``environ``; None for a Ray of the simulation's own (neither set, empty
+    or ``local``). InvalidArgument, naming where the value came from, for any other form."""
+    if option is not None:
+        name, text = "--ray-address", option
+    else:
+        name, text = RAY_ADDRESS, environ.get(RAY_ADDRESS, "")
+    text = text.strip()
+    if text in ("", LOCAL):
+        return None
+    parse_address(name, text)
+    return text
+
+
+def parse_address(name: str, text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (an IPv6 host in brackets) as ``(host, port)``; InvalidArgument naming
+    ``name`` otherwise. Ray Client addresses (``ray://``) are refused: the simulation joins the
+    cluster as a driver through the head's GCS port."""
+    if "://" in text:
+        raise InvalidArgument(
+            f"{name} {text!r}: Ray Client addresses (ray://...) are not supported; give {_FORM}"
+        )
+    match = _ADDRESS.fullmatch(text)
+    port = int(match.group("port")) if match else 0
+    if match is None or not 1 <= port <= 65535:
+        raise InvalidArgument(f"{name} {text!r}: expected {_FORM}")
+    return match.group("host").strip("[]"), port
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Connect to the head's GCS port once, for at most ``timeout`` seconds: InvalidArgument
+    if nobody accepts there, before a SuperLink starts (Ray itself would retry for minutes)."""
+    host, port = parse_address("--ray-address", address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = str(error) or type(error).__name__
+        raise InvalidArgument(
+            f"Ray cluster {address}: cannot connect in {timeout:.0f} s ({reason}); start the "
+            f"head with `ray start --head --port {port}`, or check the address and that the "
+            "port is open to this machine"
+        ) from error
+
+
+def check_options(address: str | None, actors: int | None, federation_config: str) -> None:
+    """Refuse what a Ray cluster cannot take: ``--actors`` and Ray's CPU and GPU counts
+    (``init-args-num-cpus``, ``init-args-num-gpus``) are for a Ray of the simulation's own."""
+    if address is None:
+        return
+    if actors is not None:
+        raise InvalidArgument(
+            f"--actors {actors} with the Ray cluster {address}: each machine's `ray start "
+            "--num-cpus` sets how many ClientApps train there at once; leave --actors out"
+        )
+    refused = sorted(set(_INIT_ARGS.findall(federation_config)))
+    if refused:
+        raise InvalidArgument(
+            f"--federation-config sets {', '.join(refused)}, which Ray refuses when it joins the "
+            f"cluster {address}: give each machine's counts to its `ray start`"
+        )
+
+
+def ray_environment(address: str | None) -> dict[str, str]:
+    """The variables that point the simulation's ``ray.init()`` at ``address`` (None: a Ray of
+    its own, even if a cluster started with ``ray start`` runs on this machine)."""
+    return {RAY_ADDRESS: address or LOCAL}
+
+
+def federation_options(address: str | None, actors: int | None) -> str:
+    """Flower's simulation options for the Ray part: ``init-args-num-cpus`` (the local Ray's
+    CPUs, one per actor) only for a Ray of its own; on a cluster ``ray start --num-cpus`` of
+    each machine sets how many ClientApps run there at once."""
+    if address is None:
+        return f"client-resources-num-cpus=1 init-args-num-cpus={actors}"
+    return "client-resources-num-cpus=1"

@@ -1,0 +1,163 @@
+"""Simulation on a Ray cluster: ``--ray-address HOST:PORT`` (else ``RAY_ADDRESS``) is checked
+before anything starts, reaches the simulation's ``ray.init()`` through ``RAY_ADDRESS``, and a
+seeded run on a two-node cluster trains on both nodes and gives the history of one machine."""
+
+import json
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+from ray_cluster import TwoNodeRay
+
+from fl_async.app import cluster, launch, superlink
+from fl_async.app.results import HISTORY
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Started(Exception):
+    """Raised instead of starting a SuperLink, with the environment it would have had."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__("a SuperLink would start here")
+        self.env = env
+
+
+@pytest.fixture
+def no_superlink(monkeypatch):
+    """No SuperLink starts: the launcher stops with ``_Started`` where it would start one."""
+
+    def refuse(env, **kwargs):
+        raise _Started(env)
+
+    monkeypatch.setattr(superlink, "start_superlink", refuse)
+    monkeypatch.delenv(cluster.RAY_ADDRESS, raising=False)
+    handler = signal.getsignal(signal.SIGTERM)  # the launcher sets its own before the SuperLink
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+def refused(capsys, *argv):
+    """The one line a refused command printed (it must exit 2)."""
+    assert launch.main([*argv, "--app", str(ROOT)]) == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nobody listens on (free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ray-address", "head"], "--ray-address 'head': expected HOST:PORT"),
+        (["--ray-address", "head:0"], "--ray-address 'head:0': expected HOST:PORT"),
+        (["--ray-address", "head:65536"], "--ray-address 'head:65536': expected HOST:PORT"),
+        (["--ray-address", "ray://head:10001"], "Ray Client addresses (ray://...) are not"),
+        (["--ray-address", "10.0.0.1:6379", "--actors", "2"], "--actors 2 with the Ray cluster"),
+        (
+            ["--ray-address", "10.0.0.1:6379", "--federation-config", "init-args-num-cpus=4"],
+            "--federation-config sets init-args-num-cpus, which Ray refuses",
+        ),
+    ],
+)
+def test_a_bad_ray_address_or_option_is_one_line_and_exit_code_2(
+    no_superlink, capsys, argv, message
+):
+    assert message in refused(capsys, *argv)
+
+
+def test_ray_address_from_the_environment_is_checked_the_same_way(
+    no_superlink, monkeypatch, capsys
+):
+    monkeypatch.setenv(cluster.RAY_ADDRESS, "auto")
+    assert "RAY_ADDRESS 'auto': expected HOST:PORT" in refused(capsys)
+
+
+def test_a_head_that_does_not_answer_is_refused_before_a_superlink_starts(no_superlink, capsys):
+    address = f"127.0.0.1:{closed_port()}"
+    line = refused(capsys, "--ray-address", address)
+    assert f"Ray cluster {address}: cannot connect in 10 s" in line
+    assert "ray start --head --port" in line
+
+
+def test_the_address_reaches_the_simulation_as_ray_address(no_superlink, monkeypatch, tmp_path):
+    output = f"output-dir='{tmp_path}'"
+    with socket.socket() as head:  # something listening where the head's GCS port would be
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        with pytest.raises(_Started) as started:
+            launch.main(["--app", str(ROOT), "--ray-address", address, "--run-config", output])
+        assert started.value.env[cluster.RAY_ADDRESS] == address
+        monkeypatch.setenv(cluster.RAY_ADDRESS, address)
+        with pytest.raises(_Started) as started:
+            launch.main(["--app", str(ROOT), "--run-config", output])
+        assert started.value.env[cluster.RAY_ADDRESS] == address
+    # Without an address, a Ray of its own, even when `ray start` left a cluster on this machine.
+    monkeypatch.delenv(cluster.RAY_ADDRESS)
+    with pytest.raises(_Started) as started:
+        launch.main(["--app", str(ROOT), "--run-config", output])
+    assert started.value.env[cluster.RAY_ADDRESS] == "local"
+
+
+def test_addresses_and_federation_options():
+    env = {cluster.RAY_ADDRESS: "10.0.0.5:6379"}
+    assert cluster.resolve_address(None, env) == "10.0.0.5:6379"
+    assert cluster.resolve_address("[::1]:6379", env) == "[::1]:6379"  # the option wins
+    assert cluster.resolve_address("local", env) is None
+    assert cluster.resolve_address(None, {cluster.RAY_ADDRESS: " "}) is None
+    assert cluster.parse_address("x", "[fe80::1]:6379") == ("fe80::1", 6379)
+    assert cluster.parse_address("x", "head-1.lan:6379") == ("head-1.lan", 6379)
+    assert cluster.federation_options(None, 3) == (
+        "client-resources-num-cpus=1 init-args-num-cpus=3"
+    )
+    assert cluster.federation_options("10.0.0.5:6379", None) == "client-resources-num-cpus=1"
+
+
+# ---------------------------------------------------------------------- on a two-node cluster
+NODES = 4
+BUDGET = "max-updates=6 eval-every=3 local-steps=2 clock.sigma=1.5"
+
+
+def comparable(history: dict) -> dict:
+    """What a seeded run fixes: the evaluations and updates without wall times and Flower's
+    random node ids."""
+    drop = {"wall-time", "node-id"}
+    return {
+        key: [{k: v for k, v in row.items() if k not in drop} for row in history[key]]
+        for key in ("evaluations", "updates")
+    }
+
+
+def run_app(output: Path, *options: str) -> dict:
+    argv = ["--app", str(ROOT), "--nodes", str(NODES), *options]
+    assert launch.main([*argv, "--run-config", f"{BUDGET} output-dir='{output}'"]) == 0
+    return json.loads((output / HISTORY).read_text())
+
+
+@pytest.mark.slow
+def test_a_seeded_run_on_a_two_node_ray_cluster_equals_the_run_on_one_machine(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(cluster.RAY_ADDRESS, raising=False)
+    alone = run_app(tmp_path / "one-machine", "--actors", "2")
+    with TwoNodeRay(tmp_path / "ray") as ray:
+        head, worker = sorted(ray.nodes, key=lambda node: ray.nodes[node] != "head")
+        together = run_app(tmp_path / "cluster", "--ray-address", ray.address)
+        # Each node's worker logs hold the ClientApp's line with that node's id: both trained,
+        # with one torch thread as on one machine.
+        assert ray.clientapp_nodes() == {"head": {(head, 1)}, "worker": {(worker, 1)}}
+        # The cluster still runs, and the run's actors are gone: every CPU is free again.
+        after = ray.state(want=2)
+        assert set(after["nodes"]) == {head, worker}
+        assert after["free-cpus"] == after["cpus"] == 2
+    assert ray.leftovers() == []
+    assert together["num-updates"] == 6 and together["faults"] == {}
+    assert comparable(together) == comparable(alone)
