@@ -5,13 +5,16 @@ seeded run on a two-node cluster trains on both nodes and gives the history of o
 import json
 import signal
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 import pytest
 from ray_cluster import TwoNodeRay
 
 from fl_async.app import cluster, launch, superlink
 from fl_async.app.results import HISTORY
+from fl_async.validation import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,19 +90,36 @@ def test_a_head_that_does_not_answer_is_refused_before_a_superlink_starts(no_sup
     assert "ray start --head --port" in line
 
 
-def test_the_address_reaches_the_simulation_as_ray_address(no_superlink, monkeypatch, tmp_path):
+def test_a_port_that_is_not_a_ray_head_is_refused_in_bounded_time():
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(InvalidArgument, match="does not answer as Ray's head"):
+            cluster.check_reachable(address, timeout=1.0)
+
+
+@pytest.fixture
+def grpc_head():
+    """The address of a gRPC server on 127.0.0.1, standing in for the head's GCS port."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+def test_the_address_reaches_the_simulation_as_ray_address(
+    no_superlink, grpc_head, monkeypatch, tmp_path
+):
     output = f"output-dir='{tmp_path}'"
-    with socket.socket() as head:  # something listening where the head's GCS port would be
-        head.bind(("127.0.0.1", 0))
-        head.listen()
-        address = f"127.0.0.1:{head.getsockname()[1]}"
-        with pytest.raises(_Started) as started:
-            launch.main(["--app", str(ROOT), "--ray-address", address, "--run-config", output])
-        assert started.value.env[cluster.RAY_ADDRESS] == address
-        monkeypatch.setenv(cluster.RAY_ADDRESS, address)
-        with pytest.raises(_Started) as started:
-            launch.main(["--app", str(ROOT), "--run-config", output])
-        assert started.value.env[cluster.RAY_ADDRESS] == address
+    with pytest.raises(_Started) as started:
+        launch.main(["--app", str(ROOT), "--ray-address", grpc_head, "--run-config", output])
+    assert started.value.env[cluster.RAY_ADDRESS] == grpc_head
+    monkeypatch.setenv(cluster.RAY_ADDRESS, grpc_head)
+    with pytest.raises(_Started) as started:
+        launch.main(["--app", str(ROOT), "--run-config", output])
+    assert started.value.env[cluster.RAY_ADDRESS] == grpc_head
     # Without an address, a Ray of its own, even when `ray start` left a cluster on this machine.
     monkeypatch.delenv(cluster.RAY_ADDRESS)
     with pytest.raises(_Started) as started:

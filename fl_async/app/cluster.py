@@ -11,8 +11,10 @@ the latest cluster that ``ray start`` left on this machine, whose CPUs ``--actor
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import time
 from collections.abc import Mapping
 
 from fl_async.validation import InvalidArgument
@@ -62,9 +64,11 @@ def parse_address(name: str, text: str) -> tuple[str, int]:
 
 
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Connect to the head's GCS port once, for at most ``timeout`` seconds: InvalidArgument
-    if nobody accepts there, before a SuperLink starts (Ray itself would retry for minutes)."""
+    """Check, for at most ``timeout`` seconds, that the head's GCS port accepts a connection and
+    answers as a gRPC server does; InvalidArgument otherwise, before a SuperLink starts (on a
+    wrong address, Ray itself would retry for minutes)."""
     host, port = parse_address("--ray-address", address)
+    deadline = time.monotonic() + timeout
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
@@ -75,6 +79,21 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
             f"head with `ray start --head --port {port}`, or check the address and that the "
             "port is open to this machine"
         ) from error
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return  # Ray's TLS needs its certificates, which ray.init() reads; no plain handshake
+    import grpc  # a dependency of flwr and Ray; imported here, as only this check needs it
+
+    channel = grpc.insecure_channel(address)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 0.1))
+    except grpc.FutureTimeoutError as error:
+        raise InvalidArgument(
+            f"Ray cluster {address}: something accepts connections there but does not answer "
+            f"as Ray's head (a gRPC server) in {timeout:.0f} s; give the port that `ray start "
+            "--head --port` was given (6379 by default)"
+        ) from error
+    finally:
+        channel.close()
 
 
 def check_options(address: str | None, actors: int | None, federation_config: str) -> None:
