@@ -122,15 +122,15 @@ class Synthetic:
     def labels(self) -> np.ndarray:
         """Labels of the pooled train split (int64), generated device by device; the features
         are drawn to compute them but never held beyond one block."""
-        found = []
-        for k in range(self.devices):
-            rng, model = self._model(k)
-            keep = train_size(model.num_samples)
-            for start, block in self._blocks(rng, model):
-                if start >= keep:
-                    break
-                found.append(_labels(block[: keep - start], model))
-        return np.concatenate(found)
+        return self._pool(range(self.devices), train_features=False, test_features=False)[1]
+
+    def labels_and_test(self) -> tuple[np.ndarray, FeatureSet]:
+        """The pooled train labels and the pooled test split in one pass over every device: what
+        a server that splits and evaluates, but never trains, needs (no train features held)."""
+        _, labels, test_x, test_y = self._pool(
+            range(self.devices), train_features=False, test_features=True
+        )
+        return labels, FeatureSet(torch.from_numpy(test_x), torch.from_numpy(test_y))
 
     def load(self, devices: Iterable[int] | None = None) -> FederatedData:
         """The train and test splits of ``devices`` (default: all), pooled in the order given:
@@ -139,17 +139,10 @@ class Synthetic:
         chosen = list(range(self.devices)) if devices is None else list(devices)
         if not chosen:
             raise InvalidArgument("devices must name at least one device, got none")
-        for k in chosen:
-            self._check_device(k)
-        sizes = np.array([self.size(k) for k in chosen], dtype=np.int64)
-        train = train_size(sizes)
-        train_x, train_y = _empty(int(train.sum()))
-        test_x, test_y = _empty(int((sizes - train).sum()))
-        train_at, test_at = np.cumsum(train) - train, np.cumsum(sizes - train) - (sizes - train)
-        for k, keep, i, j in zip(chosen, train.tolist(), train_at, test_at, strict=True):
-            x, y = self.generate(k)
-            train_x[i : i + keep], train_y[i : i + keep] = x[:keep], y[:keep]
-            test_x[j : j + len(y) - keep], test_y[j : j + len(y) - keep] = x[keep:], y[keep:]
+        train_x, train_y, test_x, test_y = self._pool(
+            chosen, train_features=True, test_features=True
+        )
+        train = train_size(np.array([self.size(k) for k in chosen], dtype=np.int64))
         return FederatedData(
             name=NAME,
             train=FeatureSet(torch.from_numpy(train_x), torch.from_numpy(train_y)),
@@ -186,6 +179,35 @@ class Synthetic:
         weight = rng.normal(model_mean, 1.0, (NUM_CLASSES, NUM_FEATURES))  # W_k
         bias = rng.normal(model_mean, 1.0, NUM_CLASSES)  # b_k
         return rng, DeviceModel(size, mean, weight, bias)
+
+    def _pool(
+        self, devices: Iterable[int], *, train_features: bool, test_features: bool
+    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None, np.ndarray]:
+        """Train features and labels, test features and labels of ``devices`` pooled in that
+        order (features None unless asked for), written block by block into arrays of their
+        final size: the peak is the result plus one block."""
+        devices = [self._check_device(k) for k in devices]
+        sizes = np.array([self._size(self._rng(k)) for k in devices], dtype=np.int64)
+        train = train_size(sizes)
+        train_x = _empty(int(train.sum()))[0] if train_features else None
+        train_y = np.empty(int(train.sum()), dtype=np.int64)
+        test_x = _empty(int((sizes - train).sum()))[0] if test_features else None
+        test_y = np.empty(int((sizes - train).sum()), dtype=np.int64)
+        at_train = at_test = 0
+        for k, keep in zip(devices, train.tolist(), strict=True):
+            rng, model = self._model(k)
+            for start, block in self._blocks(rng, model):
+                labels = _labels(block, model)
+                cut = min(len(block), max(0, keep - start))  # rows of this block that train
+                if train_x is not None:
+                    train_x[at_train : at_train + cut] = block[:cut]
+                train_y[at_train : at_train + cut] = labels[:cut]
+                rest = len(block) - cut
+                if test_x is not None:
+                    test_x[at_test : at_test + rest] = block[cut:]
+                test_y[at_test : at_test + rest] = labels[cut:]
+                at_train, at_test = at_train + cut, at_test + rest
+        return train_x, train_y, test_x, test_y
 
     def _blocks(
         self, rng: np.random.Generator, model: DeviceModel
