@@ -204,9 +204,8 @@ def test_first_come_in_memory_and_rows_reused_lowest_first(tmp_path):
     cache.discard(12)  # row 0 is free: the next node to spill takes it
     cache.put(15, [np.full(2, 15, np.float32)])
     assert cache._rows == {13: 1, 15: 0}
-    assert [(k, g[0].tolist()) for k, g in cache.items()] == [
-        (11, [11, 11]), (13, [13, 13]), (14, [14, 14]), (15, [15, 15])
-    ]  # the order nodes were first stored
+    stored = [(k, g[0].tolist()) for k, g in cache.items()]  # in the order first stored
+    assert stored == [(11, [11, 11]), (13, [13, 13]), (14, [14, 14]), (15, [15, 15])]
     usage = cache.usage
     assert (usage.nodes_in_memory, usage.nodes_on_disk, usage.memory_bytes) == (2, 2, 16)
     assert usage.disk_bytes == 2 * 4096
@@ -259,6 +258,7 @@ def test_no_file_until_something_spills(tmp_path):
         ({"cache_dir": "/no/such/dir"},
          "cache_dir must be an existing directory or None, got '/no/such/dir'"),
         ({"cache_dir": 3}, "cache_dir must be an existing directory or None, got 3"),
+        ({"cache_dir": ""}, "cache_dir must be an existing directory or None, got ''"),
     ],
 )  # fmt: skip
 def test_bad_budgets_and_directories_name_the_value(kwargs, message):

@@ -38,7 +38,11 @@ def check_cache_dir(name: str, value: Any) -> str | None:
     """None (the system's temporary directory) or an existing directory, as a string."""
     if value is None:
         return None
-    if not isinstance(value, (str, os.PathLike)) or not Path(value).is_dir():
+    if (
+        not isinstance(value, (str, os.PathLike))
+        or not os.fspath(value)
+        or not Path(value).is_dir()
+    ):
         raise InvalidArgument(f"{name} must be an existing directory or None, got {value!r}")
     return os.fspath(value)
 
