@@ -16,8 +16,9 @@ DESCRIPTION = "fl-async: asynchronous federated learning on Flower. One subcomma
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": (
         "fl_async.app.launch",
-        "Run the Flower App in a local simulation, the same as python -m fl_async.app: exit 0 "
-        "when it finished, 1 when it failed or could not make progress, 2 for a bad setting.",
+        "Run the Flower App in a simulation (this machine, or a Ray cluster with --ray-address), "
+        "the same as python -m fl_async.app: exit 0 when it finished, 1 when it failed or could "
+        "not make progress, 2 for a bad setting.",
     ),
     "partition": ("fl_async.partitioning.cli", "Split a dataset's labels into non-IID partitions."),
     "bench": ("fl_async.bench.cli", "Run strategies side by side and report accuracy, stability."),

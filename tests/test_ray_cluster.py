@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ray_cluster import TwoNodeRay
 
 from fl_async.app import cluster, launch, superlink
@@ -86,8 +87,21 @@ def test_ray_address_from_the_environment_is_checked_the_same_way(
 def test_a_head_that_does_not_answer_is_refused_before_a_superlink_starts(no_superlink, capsys):
     address = f"127.0.0.1:{closed_port()}"
     line = refused(capsys, "--ray-address", address)
-    assert f"Ray cluster {address}: cannot connect in 10 s" in line
+    assert f"Ray cluster {address}: cannot connect to its head ([Errno" in line
     assert "ray start --head --port" in line
+
+
+def grpc_server(*, healthy: bool) -> tuple[grpc.Server, str]:
+    """A gRPC server on 127.0.0.1 and its address; ``healthy``: it answers the standard health
+    check with SERVING, as Ray's GCS does."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    if healthy:
+        servicer = health.HealthServicer()
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"127.0.0.1:{port}"
 
 
 def test_a_port_that_is_not_a_ray_head_is_refused_in_bounded_time():
@@ -95,17 +109,21 @@ def test_a_port_that_is_not_a_ray_head_is_refused_in_bounded_time():
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         address = f"127.0.0.1:{silent.getsockname()[1]}"
-        with pytest.raises(InvalidArgument, match="does not answer as Ray's head"):
+        with pytest.raises(InvalidArgument, match="health check: DEADLINE_EXCEEDED"):
             cluster.check_reachable(address, timeout=1.0)
+    server, address = grpc_server(healthy=False)  # another gRPC service
+    try:
+        with pytest.raises(InvalidArgument, match="not as Ray's head .* UNIMPLEMENTED"):
+            cluster.check_reachable(address, timeout=5.0)
+    finally:
+        server.stop(grace=None)
 
 
 @pytest.fixture
 def grpc_head():
-    """The address of a gRPC server on 127.0.0.1, standing in for the head's GCS port."""
-    server = grpc.server(ThreadPoolExecutor(max_workers=1))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield f"127.0.0.1:{port}"
+    """The address of a gRPC server that passes for the head's GCS port."""
+    server, address = grpc_server(healthy=True)
+    yield address
     server.stop(grace=None)
 
 

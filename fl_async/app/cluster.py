@@ -65,35 +65,47 @@ def parse_address(name: str, text: str) -> tuple[str, int]:
 
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     """Check, for at most ``timeout`` seconds, that the head's GCS port accepts a connection and
-    answers as a gRPC server does; InvalidArgument otherwise, before a SuperLink starts (on a
-    wrong address, Ray itself would retry for minutes)."""
+    reports itself serving to a standard gRPC health check (Ray's GCS answers it);
+    InvalidArgument otherwise, before a SuperLink starts (on a wrong address, Ray itself would
+    retry for minutes)."""
     host, port = parse_address("--ray-address", address)
     deadline = time.monotonic() + timeout
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as error:
-        reason = str(error) or type(error).__name__
+        reason = f"no answer in {timeout:.0f} s" if isinstance(error, TimeoutError) else error
         raise InvalidArgument(
-            f"Ray cluster {address}: cannot connect in {timeout:.0f} s ({reason}); start the "
+            f"Ray cluster {address}: cannot connect to its head ({reason}); start the "
             f"head with `ray start --head --port {port}`, or check the address and that the "
             "port is open to this machine"
         ) from error
     if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
         return  # Ray's TLS needs its certificates, which ray.init() reads; no plain handshake
-    import grpc  # a dependency of flwr and Ray; imported here, as only this check needs it
-
-    channel = grpc.insecure_channel(address)
-    try:
-        grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 0.1))
-    except grpc.FutureTimeoutError as error:
+    status = _health(address, max(deadline - time.monotonic(), 0.1))
+    if status != "SERVING":
         raise InvalidArgument(
-            f"Ray cluster {address}: something accepts connections there but does not answer "
-            f"as Ray's head (a gRPC server) in {timeout:.0f} s; give the port that `ray start "
-            "--head --port` was given (6379 by default)"
-        ) from error
-    finally:
-        channel.close()
+            f"Ray cluster {address}: something answers there, but not as Ray's head (gRPC "
+            f"health check: {status}); give the port that `ray start --head --port` was given "
+            "(6379 by default)"
+        )
+
+
+def _health(address: str, timeout: float) -> str:
+    """The answer of the gRPC health service at ``address`` (``SERVING`` when healthy), or the
+    gRPC status code of the failed call."""
+    # grpc and its health service are dependencies of flwr; imported only for this check.
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout
+            )
+        except grpc.RpcError as error:
+            return error.code().name
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
 def check_options(address: str | None, actors: int | None, federation_config: str) -> None:
