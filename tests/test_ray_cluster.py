@@ -13,8 +13,11 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ray_cluster import TwoNodeRay
 
+from fl_async import cli
 from fl_async.app import cluster, launch, superlink
 from fl_async.app.results import HISTORY
+from fl_async.bench import cli as bench_cli
+from fl_async.bench.runner import launcher_command
 from fl_async.validation import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +160,34 @@ def test_addresses_and_federation_options():
         "client-resources-num-cpus=1 init-args-num-cpus=3"
     )
     assert cluster.federation_options("10.0.0.5:6379", None) == "client-resources-num-cpus=1"
+
+
+def test_bench_runs_every_run_on_the_cluster(no_superlink, grpc_head, monkeypatch, tmp_path):
+    calls = []
+
+    def run_and_report(spec, out, actors, ray_address=None):
+        calls.append((actors, ray_address))
+        return 0
+
+    monkeypatch.setattr(bench_cli, "run_and_report", run_and_report)
+    monkeypatch.setenv(cluster.RAY_ADDRESS, grpc_head)
+    assert cli.main(["bench", "--out", str(tmp_path / "suite")]) == 0
+    assert calls == [(2, grpc_head)]
+    command = launcher_command({"seed": 0}, nodes=4, actors=2, app_dir=ROOT, ray_address=grpc_head)
+    assert command[command.index("--ray-address") + 1] == grpc_head and "--actors" not in command
+    assert "--actors" in launcher_command({"seed": 0}, nodes=4, actors=2, app_dir=ROOT)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ray-address", "head"], "--ray-address 'head': expected HOST:PORT"),
+        (["--ray-address", "10.0.0.1:6379", "--actors", "3"], "--actors 3 with the Ray cluster"),
+    ],
+)
+def test_bench_refuses_a_bad_ray_address(no_superlink, capsys, tmp_path, argv, message):
+    assert cli.main(["bench", "--out", str(tmp_path / "suite"), *argv]) == 2
+    assert message in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- on a two-node cluster

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
+from fl_async.app import cluster
 from fl_async.bench.blocks import rewrite_tables
 from fl_async.bench.export import export_suite, is_records_folder, merge_suite
 from fl_async.bench.grid import DEFAULT_GRID
@@ -34,6 +36,7 @@ from fl_async.extras import require
 from fl_async.validation import InvalidArgument, check_int, check_number
 
 DEFAULT_ROUNDS = 10
+DEFAULT_ACTORS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_suite_arguments(parser)
     _add_run_arguments(parser)
     parser.add_argument(
-        "--actors", type=int, default=2, help="ClientApps training at once (default: 2)"
+        "--actors",
+        type=int,
+        default=None,
+        help="ClientApps training at once (default: 2; not with a Ray cluster)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="run every run on the Ray cluster whose head is there (default: $RAY_ADDRESS, "
+        "else a Ray of each run's own)",
     )
     _add_output_arguments(parser)
 
@@ -156,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     tables. 2 on bad input, 1 if a run failed (or, with --check, a table is out of date)."""
     if args.tables is not None:
         return run_tables(Path(args.tables), check=args.check)
+    ray_address = None
     try:
         spec = build_spec(args)
         if args.out is None:
@@ -167,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.report_only and args.export is None:
             _check_suite_folder(Path(args.out))
             require("fl-async bench", "ray", "matplotlib")
+            ray_address = cluster.resolve_address(args.ray_address, os.environ)
+            cluster.check_options(ray_address, args.actors, "")
+            if ray_address is not None:
+                cluster.check_reachable(ray_address)
     except (InvalidArgument, ModuleNotFoundError) as error:
         return _error(error)
     out = Path(args.out)
@@ -174,17 +192,18 @@ def run(args: argparse.Namespace) -> int:
         return run_export(out, Path(args.export), args.grid, merge=args.merge)
     if args.report_only:
         return run_report(out, args.grid)
-    return run_and_report(spec, out, args.actors)
+    return run_and_report(spec, out, args.actors or DEFAULT_ACTORS, ray_address)
 
 
-def run_and_report(spec: SuiteSpec, out: Path, actors: int) -> int:
-    """Run the suite's missing runs into ``out``, then write its report; 1 if a run failed."""
+def run_and_report(spec: SuiteSpec, out: Path, actors: int, ray_address: str | None = None) -> int:
+    """Run the suite's missing runs into ``out`` (on the Ray cluster at ``ray_address``, if
+    given), then write its report; 1 if a run failed."""
     from fl_async.data.download import DownloadError
 
     started = time.monotonic()
     try:
         check_dataset(spec)
-        outcome = run_suite(spec, out, actors=actors)
+        outcome = run_suite(spec, out, actors=actors, ray_address=ray_address)
     except SuiteError as error:
         return _error(error)
     except DownloadError as error:  # data-download=true, and the fetch failed
@@ -290,7 +309,8 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         max_virtual_time = check_number(
             "--max-virtual-time", max_virtual_time, minimum=0, min_open=True
         )
-    check_int("--actors", args.actors, minimum=1)
+    if args.actors is not None:
+        check_int("--actors", args.actors, minimum=1)
     grid = check_int("--grid", DEFAULT_GRID if args.grid is None else args.grid, minimum=2)
     extra = _overrides(args.run_config)
     variants = _variants(args.variant, strategies)

@@ -200,8 +200,12 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def launcher_command(config: dict, *, nodes: int, actors: int, app_dir: Path) -> list[str]:
-    """``python -m fl_async.app`` for one run, with this Python."""
+def launcher_command(
+    config: dict, *, nodes: int, actors: int, app_dir: Path, ray_address: str | None = None
+) -> list[str]:
+    """``python -m fl_async.app`` for one run, with this Python: ``actors`` ClientApps at once,
+    or on the Ray cluster at ``ray_address``, whose machines set how many."""
+    where = ["--ray-address", ray_address] if ray_address else ["--actors", str(actors)]
     return [
         sys.executable,
         "-m",
@@ -210,8 +214,7 @@ def launcher_command(config: dict, *, nodes: int, actors: int, app_dir: Path) ->
         str(app_dir),
         "--nodes",
         str(nodes),
-        "--actors",
-        str(actors),
+        *where,
         "--run-config",
         to_run_config_text(config),
     ]
@@ -250,11 +253,13 @@ def run_suite(
     out: Path,
     *,
     actors: int = 2,
+    ray_address: str | None = None,
     app_dir: Path | None = None,
     launch: Launch = launch_subprocess,
     echo: Callable[[str], None] = print,
 ) -> SuiteOutcome:
-    """Run every planned run that is not done yet; seed-major, so a cut-short suite is balanced."""
+    """Run every planned run that is not done yet; seed-major, so a cut-short suite is balanced.
+    With ``ray_address``, every run trains on that Ray cluster (``actors`` does not apply)."""
     validate(spec)
     out.mkdir(parents=True, exist_ok=True)
     _record_call(out, spec)
@@ -278,7 +283,9 @@ def run_suite(
                     outcome.skipped.append(directory)
                     continue
                 echo(f"bench: {split} seed {seed} {strategy} -> {directory}")
-                status = _run_one(config, directory, spec, actors, app_dir, launch)
+                status = _run_one(
+                    config, directory, spec, app_dir, launch, actors=actors, ray_address=ray_address
+                )
                 (outcome.ran if status == 0 else outcome.failed).append(directory)
                 if status != 0:
                     echo(f"bench: {strategy} seed {seed} failed (exit {status}); see {directory}")
@@ -286,10 +293,19 @@ def run_suite(
 
 
 def _run_one(
-    config: dict, directory: Path, spec: SuiteSpec, actors: int, app_dir: Path, launch: Launch
+    config: dict,
+    directory: Path,
+    spec: SuiteSpec,
+    app_dir: Path,
+    launch: Launch,
+    *,
+    actors: int,
+    ray_address: str | None,
 ) -> int:
     directory.mkdir(parents=True, exist_ok=True)
-    command = launcher_command(config, nodes=spec.nodes, actors=actors, app_dir=app_dir)
+    command = launcher_command(
+        config, nodes=spec.nodes, actors=actors, app_dir=app_dir, ray_address=ray_address
+    )
     record = {"run-config": config, "command": command, "started": time.time()}
     _write_json(directory / RUN_FILE, record)
     started = time.monotonic()
