@@ -51,7 +51,9 @@ def to_record(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> ArrayRecord:
     """An ArrayRecord with ``keys`` (the model's own names) over ``arrays``."""
     record = ArrayRecord()
     for key, array in zip(keys, arrays, strict=True):
-        record[key] = Array.from_numpy_ndarray(np.ascontiguousarray(array))
+        # np.asarray, not np.ascontiguousarray, which turns a 0-d array (BatchNorm's
+        # num_batches_tracked) into shape (1,), a shape the model then refuses.
+        record[key] = Array.from_numpy_ndarray(np.asarray(array, order="C"))
     return record
 
 

@@ -10,8 +10,12 @@ answers as the Hub would (a snapshot folder of parquet files, or its errors).
 from __future__ import annotations
 
 import http.server
+import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import datasets
@@ -437,3 +441,62 @@ def test_without_data_download_the_checks_never_touch_the_network(monkeypatch, t
         assert f"fetch it with: fl-async data download {dataset} --root {tmp_path}" in line
         assert line.endswith("or add data-download=true to --run-config (docs/data.md)")
     assert connections == []
+
+
+# ---- the launcher and the bench in a subprocess: refused before anything starts -------------
+
+
+def run_command(argv, tmp_path):
+    """``argv`` in a fresh interpreter with the data root and the Hub cache in ``tmp_path``."""
+    env = {**os.environ, "FL_ASYNC_DATA": str(tmp_path), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, *argv], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("run_config", "nodes", "message"),
+    [
+        (
+            "dataset='cifar10' data-root='{root}'",
+            2,
+            "fetch it with: fl-async data download cifar10 --root {root}, "
+            "or add data-download=true to --run-config",
+        ),
+        (
+            "",
+            5000,
+            "cannot split 'mnist' (4000 training examples) into num-nodes = 5000 partitions",
+        ),
+    ],
+    ids=["missing-dataset", "too-many-nodes"],
+)
+def test_the_launcher_refuses_in_one_line_before_a_superlink(run_config, nodes, message, tmp_path):
+    root = tmp_path / "elsewhere"
+    output = tmp_path / "run"
+    text = f"{run_config.format(root=root)} output-dir='{output}'"
+    argv = ["-m", "fl_async.app", "--app", str(ROOT), "--nodes", str(nodes), "--run-config", text]
+    done, seconds = run_command(argv, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert message.format(root=root) in lines[0]
+    # The launcher creates the output folder and the SuperLink's log only once it starts one.
+    assert not output.exists()
+    print(f"refused in {seconds:.1f} s")
+
+
+def test_the_bench_refuses_a_missing_dataset_before_any_run(tmp_path):
+    suite = tmp_path / "suite"
+    argv = ["-m", "fl_async.cli", "bench", "--dataset", "cifar100", "--out", str(suite)]
+    done, seconds = run_command(argv, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fl-async bench: error: --dataset 'cifar100'")
+    assert lines[0].endswith(
+        "fetch it with: fl-async data download cifar100, or add data-download=true to --run-config"
+    )
+    assert not suite.exists()
+    print(f"refused in {seconds:.1f} s")
