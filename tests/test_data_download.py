@@ -40,7 +40,7 @@ from fl_async import cli
 from fl_async.app import launch, superlink
 from fl_async.data import download as download_module
 from fl_async.data import load_dataset
-from fl_async.data.download import DownloadError, download, fetch_command
+from fl_async.data.download import DownloadError, download, ensure, fetch_command
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
@@ -500,3 +500,29 @@ def test_the_bench_refuses_a_missing_dataset_before_any_run(tmp_path):
     )
     assert not suite.exists()
     print(f"refused in {seconds:.1f} s")
+
+
+def test_under_plain_flwr_run_the_server_fetches_before_its_first_task(
+    server, monkeypatch, tmp_path
+):
+    from fl_async.app import server_app
+    from fl_async.app.config import parse_run_config
+
+    publish_cifar("cifar10", server, monkeypatch, tmp_path / "upstream")
+    root = tmp_path / "data"
+    config = parse_run_config({"dataset": "cifar10", "data-root": str(root), "data-download": True})
+    server_app._fetch(config)
+    assert contents(root) == ["cifar-10-batches-py"] and len(server.served) == 1
+    server_app._fetch(config)  # present: nothing fetched again
+    assert len(server.served) == 1
+
+
+def test_ensure_leaves_local_paths_and_present_data_alone(hub, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my" / "parquet").mkdir(parents=True)  # reads as owner/name, but is a folder
+    assert ensure("my/parquet", root=hub.cache) is None
+    assert ensure("mnist") is None and ensure(f"imagefolder:{tmp_path}") is None
+    assert hub.downloads() == []
+    fetched = ensure("femnist", root=hub.cache)
+    assert fetched is not None and fetched.examples == 12
+    assert ensure("femnist", root=hub.cache) is None and len(hub.downloads()) == 1

@@ -12,6 +12,7 @@ attempt is reported in one line and retried a bounded number of times (docs/data
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import http.client
 import os
@@ -138,11 +139,12 @@ def download(
     attempts = check_int("attempts", ATTEMPTS if attempts is None else attempts, minimum=1)
     wait = RETRY_WAIT if retry_wait is None else retry_wait
     report = report or _to_stderr
+    fetch: Callable[[], Fetched]
     if _is_hub(name):
-        fetch: Callable[[], Fetched] = lambda: _fetch_hub(name, _hub_root(root))  # noqa: E731
+        fetch = functools.partial(_fetch_hub, name, _hub_root(root))
         present = _hub_present(name, _hub_root(root))
     else:
-        fetch = lambda: _fetch_torchvision(name, _torchvision_root(root))  # noqa: E731
+        fetch = functools.partial(_fetch_torchvision, name, _torchvision_root(root))
         present = _torchvision_present(name, _torchvision_root(root), report)
     if present is not None:
         return present
@@ -176,7 +178,9 @@ def ensure(
 ) -> Fetched | None:
     """Fetch ``name`` when it can be downloaded and is not present; None when there is nothing
     to do (present already, embedded, or a local path). ``DownloadError`` when it failed."""
-    if not is_downloadable(name) or is_present(name, root):
+    # A local path may look like a Hub id (owner/name): the loader reads it from disk.
+    local = name not in DOWNLOADS and Path(name).expanduser().exists()
+    if local or not is_downloadable(name) or is_present(name, root):
         return None  # mnist, imagefolder:, disk:, a path, or already there: nothing to fetch
     return download(name, root=root, report=report)
 
