@@ -232,7 +232,7 @@ def _labels(features: np.ndarray, model: DeviceModel) -> np.ndarray:
     """``y = argmax softmax(W_k x + b_k)``: the softmax keeps the order, so the logits' argmax.
 
     In float64, so rounding never decides a label; by ``einsum``'s own loop rather than BLAS,
-    whose threads spin against each other on a busy machine (10x slower measured on 2 cores).
+    whose threads spin against other processes on a busy machine (14x slower measured on 2 cores).
     """
     logits = np.einsum("nd,cd->nc", features.astype(np.float64), model.weight)
     logits += model.bias
