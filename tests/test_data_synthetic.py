@@ -155,6 +155,11 @@ def test_load_labels_and_owners_match_load_dataset_without_the_features():
     data = load_dataset("synthetic", synthetic=spec)
     np.testing.assert_array_equal(load_labels("synthetic", synthetic=spec), data.train.labels)
     np.testing.assert_array_equal(load_owners("synthetic", synthetic=spec), data.owners)
+    labels, test = spec.labels_and_test()
+    np.testing.assert_array_equal(labels, data.train.labels)
+    assert torch.equal(test.features, data.test.features) and torch.equal(
+        test.labels, data.test.labels
+    )
     default = load_dataset("synthetic")
     assert default.owners.max() == 29  # FedProx's 30 devices
 
