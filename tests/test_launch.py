@@ -4,8 +4,10 @@ refuse every bad setting with one line and exit code 2, and the verdict on a fin
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -152,3 +154,59 @@ def test_no_flwr_ls_once_the_superlink_is_gone(tmp_path):
     status = launch._status(7, gone, env, cwd=tmp_path)
     assert status == "unknown (the SuperLink exited with code 0)"
     assert launch._status(None, gone, env, cwd=tmp_path) == "not started"
+
+
+def test_sigterm_twice_stops_flwr_run_and_the_superlink_and_returns_130(tmp_path, monkeypatch):
+    """A second SIGTERM (or Ctrl-C) during the clean-up must not abort it half way."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_flwr = bin_dir / "flwr"  # prints a line, then runs until it is stopped
+    fake_flwr.write_text(
+        f"#!{sys.executable}\nimport time\nprint('started', flush=True)\ntime.sleep(60)\n"
+    )
+    fake_flwr.chmod(0o755)
+    # A SuperLink that ignores SIGTERM, so that stopping it takes STOP_GRACE seconds.
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    started: list[subprocess.Popen] = []
+
+    def start_superlink(env, *, cwd, log_file):
+        started.append(subprocess.Popen([sys.executable, "-c", stubborn]))
+        return started[-1]
+
+    monkeypatch.setattr(
+        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
+    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    monkeypatch.setattr(superlink, "STOP_GRACE", 2.0)
+    flwr_runs: list[int] = []
+    real_popen = subprocess.Popen
+
+    def popen(command, *args, **kwargs):
+        process = real_popen(command, *args, **kwargs)
+        if command[0] == "flwr":
+            flwr_runs.append(process.pid)
+            # SIGTERM once the run has started, and again while the launcher cleans up.
+            for delay in (1.0, 1.5):
+                threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        return process
+
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
+    args = launch.build_parser().parse_args(["--actors", "1"])
+    before = signal.getsignal(signal.SIGTERM)
+    assert launch._launch(plan, args, None) == 130
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert started[0].poll() is not None  # the SuperLink was killed after its grace period
+    assert len(flwr_runs) == 1 and not _alive(flwr_runs[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

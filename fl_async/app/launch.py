@@ -17,6 +17,7 @@ and the cluster keeps running after the run, without the run's actors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,17 +129,20 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _interrupt)
-    process = superlink.start_superlink(
-        env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
-    )
     try:
-        run_id = _flwr_run(plan, args, env, address)
-        status = _status(run_id, process, env, cwd=plan.app_dir)
-    except KeyboardInterrupt:
-        print("fl-async: interrupted; stopping the SuperLink and the simulation")
-        return 130
+        process = superlink.start_superlink(
+            env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
+        )
+        try:
+            run_id = _flwr_run(plan, args, env, address)
+            status = _status(run_id, process, env, cwd=plan.app_dir)
+        except KeyboardInterrupt:
+            print("fl-async: interrupted; stopping the SuperLink and the simulation")
+            return 130
+        finally:
+            with _signals_held():
+                superlink.stop(process)
     finally:
-        superlink.stop(process)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     code, line = outcome.verdict(status, plan.output, started)
@@ -148,6 +152,22 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while the SuperLink is stopped: a second Ctrl-C or SIGTERM
+    would otherwise abort the clean-up half way and leave the simulation and Ray running. The
+    clean-up is bounded (``superlink.STOP_GRACE``), so nothing waits forever."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {sent: signal.signal(sent, signal.SIG_IGN) for sent in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sent, handler in held.items():
+            signal.signal(sent, handler)
 
 
 def _flwr_run(
@@ -179,12 +199,18 @@ def _flwr_run(
         text=True,
     ) as process:
         assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            found = _STARTED_RUN.search(line)
-            if found:
-                run_id = int(found.group(1))
+        try:
+            for line in process.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                found = _STARTED_RUN.search(line)
+                if found:
+                    run_id = int(found.group(1))
+        except BaseException:
+            # Interrupted: Popen's exit would wait a quarter second and leave flwr run behind.
+            with _signals_held():
+                superlink.end(process)
+            raise
     return run_id
 
 

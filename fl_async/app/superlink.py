@@ -123,6 +123,16 @@ def stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def end(process: subprocess.Popen) -> None:
+    """Stop one child process: SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid``, from ``ps`` (Linux and macOS)."""
     try:
