@@ -3,6 +3,7 @@ is never rejected as non-finite, however large (only a step that really overflow
 
 import numpy as np
 import pytest
+from exact import assert_same
 
 from fl_async.aggregators import (
     AGGREGATORS,
@@ -26,22 +27,6 @@ def _state(agg):
     return {k: v for k, v in agg.state_dict().items() if k not in ("num_rejected",)}
 
 
-def _assert_same(a, b):
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            _assert_same(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _assert_same(x, y)
-    elif isinstance(a, np.ndarray):
-        assert a.tobytes() == b.tobytes()
-    else:
-        assert a == b
-
-
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("name", sorted(AGGREGATORS))
 def test_a_non_finite_base_is_rejected_by_every_rule(name, bad):
@@ -57,7 +42,7 @@ def test_a_non_finite_base_is_rejected_by_every_rule(name, bad):
     bad_update = ClientUpdate(node_id=1, delta=[p * 0.01 for p in params], base=base, iteration=0)
     assert agg.apply(bad_update) == Outcome(REJECTED, "non-finite")
     assert agg.num_rejected == {"non-finite": 1}
-    _assert_same(_state(agg), before)
+    assert_same(_state(agg), before)
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATORS))
@@ -130,7 +115,7 @@ def test_a_finite_update_that_really_overflows_is_rejected_as_overflow(name):
     delta = [np.full(s, -3e38, np.float32) for s in SHAPES]
     outcome = agg.apply(ClientUpdate(node_id=0, delta=delta, base=params))
     assert outcome == Outcome(REJECTED, "overflow")
-    _assert_same(_state(agg), before)
+    assert_same(_state(agg), before)
 
 
 def test_adaptive_dcasgd_rejects_a_mean_square_that_overflows():

@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+from exact import assert_same
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,24 +83,6 @@ def _feed(agg, stream, history):
             history.append([p.copy() for p in agg.params])
 
 
-def _assert_equal(a, b):
-    """Exact equality of nested state: same keys, types, dtypes and bits."""
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            _assert_equal(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _assert_equal(x, y)
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        assert a.tobytes() == b.tobytes()
-    else:
-        assert a == b
-
-
 def _core_state(agg):
     """The state without the counters and the (informational) hyperparameters."""
     skip = ("num_rejected", "hyperparameters")
@@ -107,7 +90,7 @@ def _core_state(agg):
 
 
 def _assert_same_state(a, b):
-    _assert_equal(a.state_dict(), b.state_dict())
+    assert_same(a.state_dict(), b.state_dict())
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
@@ -160,7 +143,7 @@ def test_state_dict_is_a_copy(name):
     state = agg.state_dict()
     for p in state["params"]:
         p[...] = 123
-    _assert_equal(agg.state_dict(), before)
+    assert_same(agg.state_dict(), before)
 
 
 def test_load_state_dict_of_another_rule_fails():
@@ -242,7 +225,7 @@ def test_rejection_leaves_every_piece_of_state_unchanged(name, shapes, dtype, ta
         )
     )
     assert not outcome.accepted and outcome.reason in agg.num_rejected
-    _assert_equal(
+    assert_same(
         {k: v for k, v in agg.state_dict().items() if k not in ("num_rejected", "hyperparameters")},
         before,
     )

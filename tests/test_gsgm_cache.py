@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from exact import assert_same
 from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord
 
@@ -74,23 +75,6 @@ def run(agg, updates, history=None, watch=None):
 def rule_state(agg):
     """The state_dict without the hyperparameters (they name the budget)."""
     return {k: v for k, v in agg.state_dict().items() if k != "hyperparameters"}
-
-
-def assert_same(a, b):
-    """Exact equality of nested state: same keys in order, types, dtypes, shapes and bits."""
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            assert_same(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_same(x, y)
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    else:
-        assert a == b
 
 
 def make(rule, **extra):

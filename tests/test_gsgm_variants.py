@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from exact import assert_same
 from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord
 
@@ -95,23 +96,6 @@ def compare(agg, state):
     for name, key in COUNTERS.items():
         if key in rule:
             assert rule[key] == state[name], key
-
-
-def assert_same(a, b):
-    """Exact equality of nested state: same keys (in order), types, dtypes, shapes and bits."""
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            assert_same(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_same(x, y)
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    else:
-        assert a == b
 
 
 def stream(seed, count=24, num_nodes=4, scale=0.3, p=None):
