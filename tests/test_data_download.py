@@ -40,7 +40,7 @@ from fl_async import cli
 from fl_async.app import launch, superlink
 from fl_async.data import download as download_module
 from fl_async.data import load_dataset
-from fl_async.data.download import DownloadError, download, ensure, fetch_command
+from fl_async.data.download import DownloadError, download, ensure, fetch_command, is_present
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
@@ -366,6 +366,25 @@ def test_femnist_retries_when_the_hub_cannot_be_reached(hub):
     assert len(hub.downloads()) == 2 and fetched.examples == 12
     assert len(lines) == 1
     assert "attempt 1 of 3 failed: the Hugging Face Hub could not be reached" in lines[0]
+
+
+def test_femnist_a_truncated_or_corrupt_file_is_reported_and_retried_and_never_read(hub):
+    """huggingface_hub checks each file's size and hash as it lands and raises OSError
+    ("Consistency check failed") for a truncated or corrupt one, keeping the bytes in an
+    ``.incomplete`` blob that no snapshot links; our fetch reports it and tries again."""
+    blobs = hub.cache / "datasets--flwrlabs--femnist" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / "0123.incomplete").write_bytes(b"PAR1 half a parquet file")
+    hub.outcomes = [
+        OSError("Consistency check failed: file should be of size 200700000 but has size 1024"),
+        OSError("Consistency check failed: file sha256 does not match"),
+    ]
+    assert not is_present("femnist", root=hub.cache)  # the partial blob is never read
+    lines = []
+    fetched = download("femnist", root=hub.cache, report=lines.append, retry_wait=0)
+    assert len(hub.downloads()) == 3 and fetched.examples == 12
+    assert len(lines) == 2 and all("Consistency check failed" in line for line in lines)
+    assert "attempt 1 of 3 failed" in lines[0] and "attempt 2 of 3 failed" in lines[1]
 
 
 def test_femnist_gives_up_at_once_when_retrying_cannot_help(hub, monkeypatch):
