@@ -139,8 +139,12 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
 STRATEGIES: tuple[str, ...] = tuple(PRESET_TABLES)
 """The presets' names (``fl_async.strategies.PRESETS``)."""
 
+FLOWER_STRATEGIES: tuple[str, ...] = ("flwr-fedavg",)
+"""Flower's own strategies the ServerApp also runs, as baselines (``fl_async.app.flower_fedavg``);
+not presets: they take no ``<strategy>.*`` hyperparameters."""
+
 SERVER_KEYS: dict[str, Key] = {
-    "strategy": Key("gsgm", _choice(STRATEGIES, canonical=str.lower)),
+    "strategy": Key("gsgm", _choice(STRATEGIES + FLOWER_STRATEGIES, canonical=str.lower)),
     "num-nodes": Key(20, _integer(1)),
     "num-rounds": Key(20, _integer(1)),
     "max-updates": Key(0, _integer(0)),

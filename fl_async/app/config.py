@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fl_async.app.flower_fedavg import FLOWER_FEDAVG, check_flower_fedavg
 from fl_async.config import (
     PRESET_DEFAULT,
     PRESET_TABLES,
@@ -73,6 +74,8 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
     ValueError) names the key, the value and what is allowed."""
     values = check_run_config(run_config)
     strategy = str(values["strategy"])
+    if strategy == FLOWER_FEDAVG:
+        check_flower_fedavg(values)
     virtual_budget = values["max-virtual-time"] and values["clock.type"] == "virtual"
     if values["eval-grid"] and not virtual_budget:
         raise InvalidArgument(
@@ -112,7 +115,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
 
 def _hyperparameters(strategy: str, values: Mapping[str, Value]) -> dict[str, Any]:
     found = {}
-    for key in PRESET_TABLES[strategy]:
+    for key in PRESET_TABLES.get(strategy, {}):  # Flower's own strategies take none
         value = values[f"{strategy}.{key}"]
         if value != PRESET_DEFAULT:
             found[key.replace("-", "_")] = value

@@ -22,6 +22,7 @@ from flwr.serverapp import Grid, ServerApp
 from torch import nn
 
 from fl_async.app.config import AppConfig, parse_run_config
+from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import history_of, write_results
 from fl_async.clients import training
 from fl_async.clients.device import select_device
@@ -70,7 +71,8 @@ def run(grid: Grid, config: AppConfig) -> Path:
     parts = config.data.split(labels, config.num_nodes, owners=data.owners)
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
-    strategy = build_strategy(config, clock=clock, output=output)
+    flower = config.strategy == FLOWER_FEDAVG
+    strategy = None if flower else build_strategy(config, clock=clock, output=output)
     model = new_model(config.data, data, seed=config.seed)
     log(
         INFO,
@@ -78,17 +80,20 @@ def run(grid: Grid, config: AppConfig) -> Path:
         config.strategy, config.data.dataset, len(labels), len(data.test), config.num_nodes,
         config.data.scheme, config.clock, output,
     )  # fmt: skip
-    if strategy.checkpoint_dir is not None:
+    if strategy is not None and strategy.checkpoint_dir is not None:
         _log_checkpoints(config, strategy.checkpoint_dir, output)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    result = _train(strategy, grid, config, model, data.test)
+    if strategy is None:
+        result = _train_flower_fedavg(grid, config, model, data.test)
+    else:
+        result = _train(strategy, grid, config, model, data.test)
     history = history_of(
         result,
         config={**config.values, "output-dir": str(output)},
         num_nodes=config.num_nodes,
         started_at=started,
         versions=_versions(),
-        strategy=_describe(strategy),
+        strategy=_describe_flower() if strategy is None else _describe(strategy),
         dataset=_describe_data(data),
         model={"class": type(model).__name__, "parameters": _num_parameters(model)},
         partitions={
@@ -134,6 +139,23 @@ def _train(
         max_virtual_time=config.max_virtual_time,
         max_wall_time=config.max_wall_time,
         target_accuracy=config.target_accuracy,
+    )
+
+
+def _train_flower_fedavg(
+    grid: Grid, config: AppConfig, model: nn.Module, test: Examples
+) -> AsyncResult:
+    """Flower's own ``FedAvg`` (``strategy = "flwr-fedavg"``) from ``model``'s weights, with the
+    same training settings and central evaluation as a preset."""
+    return run_flower_fedavg(
+        grid,
+        to_record(list(model.state_dict()), get_weights(model)),
+        num_nodes=config.num_nodes,
+        num_rounds=config.num_rounds,
+        timeout=config.timeout,
+        train_config=ConfigRecord(config.train_config()),
+        evaluate_fn=CentralEvaluation(model, test, select_device(config.device)),
+        federated_evaluation=config.federated_evaluation,
     )
 
 
@@ -219,6 +241,11 @@ def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
         "policy": repr(strategy.policy),
         "clock": None if clock is None else clock.hyperparameters(),
     }
+
+
+def _describe_flower() -> dict[str, Any]:
+    return {"class": "flwr.serverapp.strategy.FedAvg", "aggregator": "FedAvg (Flower's own)",
+            "policy": "synchronous rounds of every node", "clock": None}  # fmt: skip
 
 
 def _describe_data(data: RunData) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 ``fl_async.app.client_app`` registers them on the ``ClientApp`` that ``flwr run`` loads. The
 node's data comes from its node config (``fl_async.clients.node_data``); ``device`` and
 ``threads`` may be set per node too. Training settings come from the task's config, else the
-run config, else their defaults (``fl_async.config``). The message protocol is
+run config, else their defaults (``fl_async.config``). ``slowdown = k`` in the node config makes
+the node ``k`` times slower for real: after a train or evaluate task it sleeps ``k - 1`` times
+the task's own compute time before replying. The message protocol is
 ``fl_async.protocol``. Nothing here imports server code, so a device installs fl-async
 without its simulation extra (docs/running.md, "Installing").
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from collections.abc import Mapping
 from logging import INFO
 from typing import Any
@@ -37,10 +40,16 @@ from fl_async.protocol import (
     metric_record,
     to_record,
 )
+from fl_async.validation import check_number
+
+SLOWDOWN_KEY = "slowdown"
+"""Node-config key: this node's factor of slowness (>= 1; 1, the default, is its own speed)."""
 
 
 def train(msg: Message, context: Context) -> Message:
     """Train the received model on this node's data; reply with its weights and metrics."""
+    started = time.perf_counter()
+    slowdown = slowdown_of(context.node_config)
     run_config = context.run_config
     _limit_threads(context)
     node = load_node_data(context.node_config, run_config)
@@ -67,16 +76,20 @@ def train(msg: Message, context: Context) -> Message:
             METRICS_KEY: metric_record({**metrics, **_identity(node)}),
         }
     )
+    _slow_down(slowdown, time.perf_counter() - started)
     return Message(content, reply_to=msg)
 
 
 def evaluate(msg: Message, context: Context) -> Message:
     """Loss and accuracy of the received model on this node's share of the test split."""
+    started = time.perf_counter()
+    slowdown = slowdown_of(context.node_config)
     run_config = context.run_config
     _limit_threads(context)
     node = load_node_data(context.node_config, run_config)
     _, model = _received_model(msg, node.data, run_config)
     metrics = training.evaluate(model, node.data.test, node.test_index, device=_device(context))
+    _slow_down(slowdown, time.perf_counter() - started)
     # No partition-id here: the strategy averages evaluate replies key by key.
     return Message(RecordDict({METRICS_KEY: metric_record(metrics)}), reply_to=msg)
 
@@ -89,6 +102,20 @@ def query(msg: Message, context: Context) -> Message:
     node = load_node_data(context.node_config, context.run_config)
     metrics = {"num-examples": len(node.train_index), **_identity(node)}
     return Message(RecordDict({METRICS_KEY: metric_record(metrics)}), reply_to=msg)
+
+
+def slowdown_of(node_config: Mapping[str, Any]) -> float:
+    """The node config's ``slowdown`` (1.0 when absent); ``InvalidArgument`` unless a number
+    >= 1."""
+    value = node_config.get(SLOWDOWN_KEY, 1.0)
+    return check_number(f"node config {SLOWDOWN_KEY!r}", value, minimum=1.0)
+
+
+def _slow_down(slowdown: float, compute: float) -> None:
+    """Sleep ``(slowdown - 1) * compute`` seconds: the node replies as a device ``slowdown``
+    times slower would, its task's own compute time (data, model, training) scaled alike."""
+    if slowdown > 1.0:
+        time.sleep((slowdown - 1.0) * compute)
 
 
 def _config_of(msg: Message) -> ConfigRecord:
