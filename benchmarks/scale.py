@@ -1,0 +1,125 @@
+"""Many virtual nodes on one machine: peak memory and the server's time per update of one run.
+
+Run by hand (not a test)::
+
+    nice -n 15 python benchmarks/scale.py --strategy gsgm --nodes 10000 --updates 20000 \
+        [--max-in-flight 0] [--actors 2] [--seed 0]
+
+starts ``python -m fl_async.app`` on the Synthetic dataset (``dataset='synthetic'``:
+Synthetic(1, 1), one generated device per node, logistic regression, one local epoch) with
+``--nodes`` virtual nodes and a budget of ``--updates`` accepted updates, and measures:
+
+- **peak memory**: the largest summed PSS (shared pages split between their sharers) of the
+  launcher and every process under it (SuperLink, SuperExec, ServerApp, simulation, Ray's GCS,
+  raylet and ClientApp actors), sampled every 0.5 s by ``app_memory.sample``;
+- **time per update** (from the run's ``history.json``, the ``wall-time`` of each accepted
+  update, seconds since the strategy's loop started): the mean gap between consecutive accepted
+  updates over the steady part of the run (from the update at 10 % of the budget to the last),
+  and its median; start-up (the app's launch, data checks, Ray, identifying the nodes, the first
+  dispatch to every node) is excluded and reported apart as ``first-update-wall``. With a virtual
+  clock this is the loop's throughput: the ServerApp's own work per update plus whatever it
+  waits for the Ray actors (``--actors``) to train, so compare runs with the same actors.
+
+Writes ``benchmarks/results/scale-<strategy>-<nodes>.json`` and prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from app_memory import sample
+
+HERE = Path(__file__).resolve().parent
+STEADY_FROM = 0.1
+"""Gaps between updates are measured from the update at this fraction of the budget."""
+
+
+def update_times(history: dict) -> dict[str, float | None]:
+    """Start-up and time per accepted update (s) from a ``history.json``'s update records."""
+    walls = [float(u["wall-time"]) for u in history.get("updates", []) if u.get("accepted")]
+    if len(walls) < 3:
+        return {"first-update-wall": walls[0] if walls else None, "mean-gap": None,
+                "median-gap": None}  # fmt: skip
+    steady = walls[int(STEADY_FROM * len(walls)) :]
+    gaps = [b - a for a, b in zip(steady, steady[1:], strict=False)]
+    return {
+        "first-update-wall": round(walls[0], 3),
+        "steady-updates": len(steady),
+        "mean-gap": (steady[-1] - steady[0]) / (len(steady) - 1),
+        "median-gap": statistics.median(gaps),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategy", default="gsgm", help="e.g. gsgm, asgd, fedbuff")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--updates", type=int, default=2000)
+    parser.add_argument("--max-in-flight", type=int, default=0,
+                        help="tasks in flight at once (0: the app's default)")  # fmt: skip
+    parser.add_argument("--actors", type=int, default=None,
+                        help="Ray ClientApp actors (default: the number of CPUs)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="each task's TTL (s)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = (f"strategy='{args.strategy}' dataset='synthetic' local-epochs=1 "
+                  f"max-updates={args.updates} num-rounds={args.updates} "
+                  f"max-in-flight={args.max_in_flight} seed={args.seed} "
+                  f"timeout={args.timeout} output-dir='{tmp}'")  # fmt: skip
+        command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent),
+                   "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
+        if args.actors is not None:
+            command += ["--actors", str(args.actors)]
+        peaks = {"pss": 0, "rss": 0, "groups": {}, "processes": 0}
+        started = time.time()
+        log = Path(tmp, "run.log")
+        with log.open("wb") as out, subprocess.Popen(command, stdout=out,
+                                                     stderr=subprocess.STDOUT) as run:  # fmt: skip
+            stop = threading.Event()
+            watcher = threading.Thread(target=sample, args=(run.pid, peaks, stop), daemon=True)
+            watcher.start()
+            code = run.wait()
+            stop.set()
+            watcher.join()
+        path = Path(tmp, "history.json")
+        history = json.loads(path.read_text()) if path.exists() else {}
+        tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
+    times = update_times(history)
+    result = {
+        "strategy": args.strategy, "nodes": args.nodes, "updates-asked": args.updates,
+        "updates": history.get("num-updates"), "max-in-flight": args.max_in_flight,
+        "actors": args.actors, "seed": args.seed, "exit-code": code,
+        "wall-seconds": round(time.time() - started, 1),
+        "peak-pss-gib": round(peaks["pss"] / 2**30, 3),
+        "peak-rss-gib": round(peaks["rss"] / 2**30, 3),
+        "processes-at-peak": peaks["processes"],
+        "groups-at-peak-gib": {k: round(v["pss"] / 2**30, 3) for k, v in peaks["groups"].items()},
+        **{k: round(v, 5) if isinstance(v, float) else v for k, v in times.items()},
+        "final-accuracy": history.get("final-accuracy"),
+        "log-tail": tail,
+    }  # fmt: skip
+    out = HERE / "results" / f"scale-{args.strategy}-{args.nodes}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    mean, median = (_ms(result[k]) for k in ("mean-gap", "median-gap"))
+    print(f"{args.strategy} nodes={args.nodes} updates={result['updates']} exit={code} "
+          f"peak-pss={result['peak-pss-gib']} GiB time/update={mean} (median {median}, first "
+          f"update at {result['first-update-wall']} s) wall={result['wall-seconds']} s "
+          f"-> {out}")  # fmt: skip
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:.2f} ms"
+
+
+if __name__ == "__main__":
+    main()
