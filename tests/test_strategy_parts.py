@@ -177,3 +177,40 @@ def test_asgd_slack_paces_it_with_gsgms_white_list() -> None:
     assert type(built.policy) is WhiteList and built.policy.staleness_bound == 3
     with pytest.raises(ValueError, match="slack"):
         ASGD(slack=-1)
+
+
+class _CountingDict(dict):
+    """A dict that counts item look-ups."""
+
+    lookups = 0
+
+    def __getitem__(self, key):
+        self.lookups += 1
+        return super().__getitem__(key)
+
+
+def test_registry_offers_idle_nodes_without_a_pass_over_the_busy_ones():
+    fleet = quadratic_fleet(50, seed=0)
+    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=1)
+    grid = FakeGrid(fleet)
+    with task_identity():
+        registry.arrivals_and_departures(grid, timeout=5)
+    for stable in range(50):
+        registry.set_busy(registry[registry.node_of(stable)], True)
+    for stable in (31, 7, 12):
+        registry.set_busy(registry[registry.node_of(stable)], False)
+    registry.nodes = _CountingDict(registry.nodes)
+    assert [stable for stable, _ in registry.candidates()] == [7, 12, 31]
+    assert registry.nodes.lookups == 3  # the 47 busy nodes are not looked at
+    # a retired node is neither offered nor counted as usable, also once it is idle again
+    retiring = registry[registry.node_of(12)]
+    assert registry.rejected(retiring, "update rejected: non-finite")
+    registry.set_busy(retiring, False)
+    assert [stable for stable, _ in registry.candidates()] == [7, 31] and registry.usable == 49
+    # departures: the retired node's count and the idle node's place go with them
+    del grid.handlers[registry.node_of(12)], grid.handlers[registry.node_of(7)]
+    gone = registry.node_of(7)
+    _, departed = registry.arrivals_and_departures(grid, timeout=5)
+    assert sorted(n.stable_id for _, n in departed) == [7, 12] and registry.usable == 48
+    registry.set_busy(dict(departed)[gone], False)  # a late reply from a node that has left
+    assert [stable for stable, _ in registry.candidates()] == [31] and 7 not in registry.order

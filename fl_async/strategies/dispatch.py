@@ -50,7 +50,7 @@ class TaskDispatch:
         for (task, _), msg_id in zip(made, ids, strict=False):
             self._track(msg_id, task)
         for task, _ in made[len(ids) :]:
-            self._registry[task.node_id].busy = False
+            self._registry.set_busy(self._registry[task.node_id], False)
             self._recorder.fault("push-failed", f"node {task.node_id}: the task was not sent")
         return bool(ids)
 
@@ -71,7 +71,7 @@ class TaskDispatch:
                     iteration=iteration, task_index=node.tasks, seed=seed, start=start,
                     finish=finish, dispatched_wall=time.time(), base=base)  # fmt: skip
         node.tasks += 1
-        node.busy = True
+        self._registry.set_busy(node, True)
         record = self._version_record(version) if base is None else self._record(base)
         config = self._task_config(version, seed, iteration)
         return task, protocol.train_message(node_id, record, config, ttl=self._timeout)

@@ -8,6 +8,7 @@ times in a row leaves the run for good, so that a broken ClientApp cannot keep a
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,7 +51,11 @@ class Node:
 
 
 class NodeRegistry:
-    """Connected nodes by node id, their stable ids, and the dispatch order (by stable id)."""
+    """Connected nodes by node id, their stable ids, and the dispatch order (by stable id).
+
+    Each server step costs O(log n) here, not a pass over every node: the idle nodes are kept
+    sorted by stable id (``set_busy`` moves a node in or out) and the retired ones are counted.
+    """
 
     def __init__(self, *, identify: bool, poll_interval: float, max_failures: int) -> None:
         self.identify = identify
@@ -60,6 +65,10 @@ class NodeRegistry:
         self._by_stable: dict[int, int] = {}
         self.order: list[int] = []
         """Stable ids, sorted: the order in which idle nodes are offered work."""
+        self._idle: list[int] = []
+        """Stable ids of the connected nodes that are neither busy nor retired, sorted."""
+        self._retired = 0
+        """Connected nodes that have left the run for failing too often."""
         self._last_refresh = 0.0
         self._warned_unidentified = False
         self._probed = False
@@ -79,16 +88,34 @@ class NodeRegistry:
         return self._by_stable.get(stable_id)
 
     def candidates(self) -> Iterator[tuple[int, Node]]:
-        """``(stable id, node)`` of every node that may be offered work, in dispatch order."""
-        for stable in self.order:
-            node = self.nodes[self._by_stable[stable]]
-            if not node.busy and not node.retired:
-                yield stable, node
+        """``(stable id, node)`` of every node that may be offered work, in dispatch order
+        (the caller must not mark nodes busy or idle while it iterates)."""
+        for stable in self._idle:
+            yield stable, self.nodes[self._by_stable[stable]]
+
+    def set_busy(self, node: Node, busy: bool) -> None:
+        """Mark ``node`` busy (a task was sent to it) or idle (its task ended)."""
+        node.busy = busy
+        stable = node.stable_id
+        if self.nodes.get(self._by_stable.get(stable, -1)) is not node:
+            return  # it has left: it is in no list
+        if busy or node.retired:
+            self._discard_idle(stable)
+        elif not self._is_idle(stable):
+            bisect.insort(self._idle, stable)
 
     @property
     def usable(self) -> int:
         """Nodes that have not left the run for failing too often."""
-        return sum(not n.retired for n in self.nodes.values())
+        return len(self.nodes) - self._retired
+
+    def _is_idle(self, stable: int) -> bool:
+        i = bisect.bisect_left(self._idle, stable)
+        return i < len(self._idle) and self._idle[i] == stable
+
+    def _discard_idle(self, stable: int) -> None:
+        if self._is_idle(stable):
+            del self._idle[bisect.bisect_left(self._idle, stable)]
 
     def due(self, every: float) -> bool:
         """Whether ``every`` seconds have passed since the last look at the grid's nodes."""
@@ -110,8 +137,11 @@ class NodeRegistry:
         for node_id in sorted(set(self.nodes) - connected):
             node = self.nodes.pop(node_id)
             del self._by_stable[node.stable_id]
-            self.order = sorted(self._by_stable)
+            self._discard_idle(node.stable_id)
+            self._retired -= node.retired
             departed.append((node_id, node))
+        if admitted or departed:  # sorted once per change, not once per node
+            self.order = sorted(self._by_stable)
         return admitted, departed
 
     def may_retry(self, node: Node, version: int, *, anything_in_flight: bool) -> bool:
@@ -128,7 +158,7 @@ class NodeRegistry:
 
     def failed(self, node: Node, version: int, why: str) -> bool:
         """``node``'s task failed; True when that makes it leave the run."""
-        node.busy = False
+        self.set_busy(node, False)
         node.failed_at = version
         node.failed_wall = time.time()
         node.failures += 1
@@ -140,7 +170,7 @@ class NodeRegistry:
 
     def answered(self, node: Node, num_examples: int, *, accepted: bool) -> None:
         """``node`` sent a readable reply (its update ``accepted`` or not)."""
-        node.busy = False
+        self.set_busy(node, False)
         node.failed_at = None
         node.failures = 0
         if accepted:
@@ -154,6 +184,9 @@ class NodeRegistry:
         if node.strikes < self.max_failures or node.retired:
             return False
         node.retired = True
+        if self.nodes.get(self._by_stable.get(node.stable_id, -1)) is node:
+            self._retired += 1
+            self._discard_idle(node.stable_id)
         log(
             WARNING,
             "node with stable id %d leaves the run after %d failed tasks or rejected updates "
@@ -170,7 +203,7 @@ class NodeRegistry:
                 node_id)  # fmt: skip
         self.nodes[node_id] = Node(stable_id=stable, partition_id=partition, num_examples=examples)
         self._by_stable[stable] = node_id
-        self.order = sorted(self._by_stable)
+        bisect.insort(self._idle, stable)
         return stable
 
     def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple]:

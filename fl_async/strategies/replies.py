@@ -70,7 +70,7 @@ class ReplyHandling:
         duration = self._order.closed(msg_id, task, arrival=arrival, advance=True)
         node = self._registry.get(task.node_id)
         if node is not None:
-            node.busy = False
+            self._registry.set_busy(node, False)
         if reply.has_error():
             kind = _ERROR_KINDS.get(reply.error.code, "error")
             self._failed(task, f"error reply {reply.error.code}: {reply.error.reason}", kind)

@@ -111,6 +111,6 @@ class RunSnapshot:
             message = protocol.train_message(node_id, self._record(s.base), config,
                                              ttl=self._timeout)  # fmt: skip
             (msg_id,) = grid.push_messages([message])
-            self._registry[node_id].busy = True
+            self._registry.set_busy(self._registry[node_id], True)
             self._book.add_stored(msg_id, task, s.base)
             self._order.track(msg_id, task)
