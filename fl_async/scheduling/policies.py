@@ -87,7 +87,8 @@ class DispatchPolicy:
     def may_start(self, node: int, version: int) -> bool:
         """Whether the idle ``node`` may start a task now, the global model being at ``version``."""
         node = self._known(node)
-        version = check_int("version", version, minimum=0)
+        if type(version) is not int or version < 0:  # asked of every idle node: check cheaply
+            version = check_int("version", version, minimum=0)
         return self._may_start(node, self._task_clock(node), version)
 
     def started(self, node: int, version: int) -> int:
@@ -179,6 +180,8 @@ class DispatchPolicy:
 
     # ------------------------------------------------------------------------- internals
     def _known(self, node: int) -> int:
+        if type(node) is int and node in self._clock:  # a joined node id (join checked it)
+            return node
         node = _check_node(node)
         if node not in self._clock:
             raise ValueError(f"node {node} has not joined {self.name}; call join({node}) first")
