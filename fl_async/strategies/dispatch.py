@@ -31,10 +31,11 @@ class TaskDispatch:
             limit = min(len(self._registry), max(1, int(self.memory_budget // self._model_bytes)))
         room = limit - len(self._book)
         chosen = []
+        running = bool(self._book)
         for stable, node in self._registry.candidates():
             if room <= 0:
                 break
-            if not self._registry.may_retry(node, version, anything_in_flight=bool(self._book)):
+            if not self._registry.may_retry(node, version, anything_in_flight=running):
                 continue
             if self.policy.may_start(stable, version):
                 chosen.append(self._registry.node_of(stable))
