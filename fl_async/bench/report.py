@@ -273,13 +273,21 @@ def _section(
     return "\n".join(lines)
 
 
+def _split_name(config: Mapping[str, Any]) -> str:
+    """The scheme, with its concentration for a Dirichlet split (the runs of one split share it)."""
+    scheme = config.get("partition.scheme")
+    if scheme == "dirichlet" and config.get("partition.alpha") is not None:
+        return f"dirichlet(alpha={config['partition.alpha']:g})"
+    return str(scheme)
+
+
 def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) -> list[str]:
     """The split's settings, budgets, table, notes and per-seed table (several seeds)."""
     any_record = next(iter(next(iter(records.values())).values()))
     config = any_record["config"]
     lines = [
         f"{config.get('dataset')}, {any_record['run'].get('num-nodes')} nodes, "
-        f"{config.get('partition.scheme')} split, {config.get('clock.speed')} speeds "
+        f"{_split_name(config)} split, {config.get('clock.speed')} speeds "
         f"(sigma {config.get('clock.sigma')}), correlate={config.get('correlate')}.",
         *_budget_lines(records, per_run),
         *_variant_lines(records),
