@@ -40,7 +40,8 @@ from fl_async import cli
 from fl_async.app import launch, superlink
 from fl_async.data import download as download_module
 from fl_async.data import load_dataset
-from fl_async.data.download import DownloadError, download, ensure, fetch_command, is_present
+from fl_async.data.download import DownloadError, download, ensure, is_present
+from fl_async.data.sources import fetch_command
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)

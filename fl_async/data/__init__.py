@@ -12,15 +12,8 @@ from fl_async.data.imageset import (
     iter_batches,
     normalize,
 )
-from fl_async.data.loader import (
-    HUB_IDS,
-    NAMES,
-    SOURCES,
-    default_root,
-    load_dataset,
-    load_labels,
-    load_owners,
-)
+from fl_async.data.loader import NAMES, SOURCES, load_dataset, load_labels, load_owners
+from fl_async.data.sources import HUB_IDS, default_root
 from fl_async.data.split import stratified_split
 from fl_async.data.synthetic import Synthetic
 

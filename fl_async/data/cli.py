@@ -18,7 +18,7 @@ from fl_async.data.download import (
     format_size,
     status,
 )
-from fl_async.data.loader import default_root
+from fl_async.data.sources import default_root
 from fl_async.validation import InvalidArgument, check_int
 
 _ROOT_HELP = (

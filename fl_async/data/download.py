@@ -16,7 +16,6 @@ import functools
 import hashlib
 import http.client
 import os
-import shlex
 import shutil
 import sys
 import tarfile
@@ -28,16 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fl_async.data.loader import _HUB_ID, HUB_IDS, default_root
+from fl_async.data.sources import (
+    DOWNLOADS,
+    HUB_DOWNLOADS,
+    HUB_ID,
+    TORCHVISION_DOWNLOADS,
+    default_root,
+    is_hub_download,
+)
 from fl_async.data.torchvision_files import TORCHVISION_SETS, TorchvisionSet, load_torchvision
 from fl_async.validation import InvalidArgument, check_int
 
-TORCHVISION_DOWNLOADS: tuple[str, ...] = ("fashion-mnist", "cifar10", "cifar100")
 """Named datasets fetched with torchvision's downloaders."""
-HUB_DOWNLOADS: dict[str, str] = {"femnist": HUB_IDS["femnist"]}
-"""Named datasets fetched from the Hugging Face Hub, with their dataset ids."""
-DOWNLOADS: tuple[str, ...] = (*TORCHVISION_DOWNLOADS, *HUB_DOWNLOADS)
-"""Every name ``fl-async data download`` takes (besides a Hugging Face dataset id)."""
 ATTEMPTS = 3
 """Attempts per download before it is given up."""
 RETRY_WAIT = 2.0
@@ -88,7 +89,7 @@ class Status:
 def check_download_name(name: str) -> str:
     """``name`` if ``download`` takes it: one of ``DOWNLOADS`` or a Hugging Face dataset id."""
     allowed = f"{', '.join(DOWNLOADS)} or a Hugging Face dataset id (owner/name)"
-    if name in DOWNLOADS or (isinstance(name, str) and _HUB_ID.match(name)):
+    if name in DOWNLOADS or (isinstance(name, str) and HUB_ID.match(name)):
         return name
     if name == "mnist":
         raise InvalidArgument(
@@ -104,19 +105,6 @@ def is_downloadable(name: str) -> bool:
     except InvalidArgument:
         return False
     return True
-
-
-def fetch_command(name: str, root: str | os.PathLike[str] | None) -> str:
-    """The shell command that fetches ``name`` (a dataset name or a Hub id) into ``root``;
-    ``--root`` is left out where the loader would look anyway."""
-    short = {repo: short for short, repo in HUB_DOWNLOADS.items()}.get(name, name)
-    command = f"fl-async data download {short}"
-    if root is None:
-        return command
-    path = Path(root).expanduser()
-    if _is_hub(short) or path != default_root():
-        command += f" --root {shlex.quote(str(path))}"
-    return command
 
 
 def download(
@@ -140,7 +128,7 @@ def download(
     wait = RETRY_WAIT if retry_wait is None else retry_wait
     report = report or _to_stderr
     fetch: Callable[[], Fetched]
-    if _is_hub(name):
+    if is_hub_download(name):
         fetch = functools.partial(_fetch_hub, name, _hub_root(root))
         present = _hub_present(name, _hub_root(root))
     else:
@@ -168,7 +156,7 @@ def is_present(name: str, root: str | os.PathLike[str] | None = None) -> bool:
     """Whether ``name``'s files are all where the loader reads them (nothing is read or
     checked beyond their presence; the network is never touched)."""
     check_download_name(name)
-    if _is_hub(name):
+    if is_hub_download(name):
         return _hub_present(name, _hub_root(root)) is not None
     return not TORCHVISION_SETS[name].missing(_torchvision_root(root))
 
@@ -227,10 +215,6 @@ class _Failed(Exception):
 
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _is_hub(name: str) -> bool:
-    return name in HUB_DOWNLOADS or name not in TORCHVISION_DOWNLOADS
 
 
 def _repo_id(name: str) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from fl_async.data.imageset import FederatedData, federated_data
+from fl_async.data.sources import fetch_command
 from fl_async.data.split import stratified_split
 from fl_async.extras import require
 
@@ -49,7 +50,6 @@ def hub_snapshot(repo_id: str, *, root: Path | None, download: bool) -> Path:
     except LocalEntryNotFoundError as error:
         if download:  # the Hub could not be reached: the caller retries or reports it
             raise
-        from fl_async.data.download import fetch_command
 
         where = cache_dir or "the Hugging Face cache (HF_HUB_CACHE)"
         raise FileNotFoundError(

@@ -4,7 +4,6 @@ is read from (or, for ``synthetic``, how it is generated)."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -13,6 +12,7 @@ import numpy as np
 
 from fl_async.data.embedded import load_mnist, mnist_labels
 from fl_async.data.imageset import FederatedData
+from fl_async.data.sources import HUB_ID, HUB_IDS, default_root, fetch_command
 from fl_async.data.split import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION
 from fl_async.data.synthetic import NAME as SYNTHETIC
 from fl_async.data.synthetic import Synthetic
@@ -25,14 +25,6 @@ if TYPE_CHECKING:
 Source = Literal["auto", "torchvision", "huggingface"]
 SOURCES: tuple[str, ...] = get_args(Source)
 
-# The named datasets on the Hugging Face Hub.
-HUB_IDS: dict[str, str] = {
-    "mnist": "ylecun/mnist",
-    "fashion-mnist": "zalando-datasets/fashion_mnist",
-    "cifar10": "uoft-cs/cifar10",
-    "cifar100": "uoft-cs/cifar100",
-    "femnist": "flwrlabs/femnist",
-}
 NAMES: tuple[str, ...] = (
     *HUB_IDS,
     SYNTHETIC,
@@ -41,13 +33,6 @@ NAMES: tuple[str, ...] = (
     "<Hugging Face id, e.g. uoft-cs/cifar10>",
     "<path to a parquet/arrow dataset>",
 )
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-def default_root() -> Path:
-    """Where torchvision files live unless ``root`` is given: ``$FL_ASYNC_DATA`` or
-    ``~/.cache/fl-async``."""
-    return Path(os.environ.get("FL_ASYNC_DATA", "~/.cache/fl-async")).expanduser()
 
 
 @dataclass(frozen=True)
@@ -231,7 +216,7 @@ def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, downlo
         raise InvalidArgument(f"torchvision reads only {', '.join(TORCHVISION_SETS)}; got {name!r}")
     if name and Path(name).expanduser().exists():
         return _Plan("path", str(Path(name).expanduser()))
-    if _HUB_ID.match(name):
+    if HUB_ID.match(name):
         return _Plan("hub", name)
     raise InvalidArgument(f"unknown dataset {name!r}; choose one of: {', '.join(NAMES)}")
 
@@ -251,8 +236,6 @@ def _open_hf(
     try:
         return open_hub(HUB_IDS[plan.target], root=hf_root, download=False)
     except FileNotFoundError as error:
-        from fl_async.data.download import fetch_command  # it imports this module
-
         spec = TORCHVISION_SETS[plan.target]
         raise FileNotFoundError(
             f"{name} not found: looked for torchvision's files in {spec.location(_root(root))} "

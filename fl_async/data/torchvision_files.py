@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from fl_async.data.imageset import FederatedData, federated_data
+from fl_async.data.sources import fetch_command
 
 if TYPE_CHECKING:
     from torchvision.datasets import CIFAR10, MNIST
@@ -85,7 +86,7 @@ def _open(name: str, *, root: Path, train: bool, download: bool) -> MNIST | CIFA
         # torchvision says "not found or corrupted" without a path; CIFAR's md5 check lands here.
         raise RuntimeError(
             f"torchvision could not read {spec.class_name} from {spec.location(root)}: {error}. "
-            f"Fetch a fresh copy (it replaces the folder) with: {_fetch_command(name, root)}"
+            f"Fetch a fresh copy (it replaces the folder) with: {fetch_command(name, root)}"
         ) from error
 
 
@@ -95,14 +96,8 @@ def _require_files(name: str, root: Path) -> None:
     if missing:
         raise FileNotFoundError(
             f"{name} not found: looked in {spec.location(root)} for {', '.join(missing)}; "
-            f"fetch it with: {_fetch_command(name, root)}"
+            f"fetch it with: {fetch_command(name, root)}"
         )
-
-
-def _fetch_command(name: str, root: Path) -> str:
-    from fl_async.data.download import fetch_command  # it imports this module
-
-    return fetch_command(name, root)
 
 
 def _decompress_idx(spec: TorchvisionSet, root: Path) -> None:
