@@ -34,6 +34,20 @@ def sample(pid: int, peaks: dict, stop: threading.Event) -> None:
         stop.wait(0.5)
 
 
+def run_sampled(command: list[str], stdout) -> tuple[int, dict]:
+    """Run ``command`` (stdout and stderr to ``stdout``) while ``sample`` watches its process
+    tree; its exit code and the peaks."""
+    peaks = {"pss": 0, "rss": 0, "groups": {}, "processes": 0}
+    with subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT) as run:
+        stop = threading.Event()
+        watcher = threading.Thread(target=sample, args=(run.pid, peaks, stop), daemon=True)
+        watcher.start()
+        code = run.wait()
+        stop.set()
+        watcher.join()
+    return code, peaks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -45,15 +59,8 @@ def main() -> None:
                   f"max-updates={args.updates} num-rounds=100 output-dir='{tmp}'")  # fmt: skip
         command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent),
                    "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
-        peaks = {"pss": 0, "rss": 0, "groups": {}, "processes": 0}
         started = time.time()
-        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) as run:
-            stop = threading.Event()
-            watcher = threading.Thread(target=sample, args=(run.pid, peaks, stop), daemon=True)
-            watcher.start()
-            code = run.wait()
-            stop.set()
-            watcher.join()
+        code, peaks = run_sampled(command, subprocess.DEVNULL)
         history = json.loads(Path(tmp, "history.json").read_text()) if code == 0 else {}
     result = {
         "nodes": args.nodes, "updates": history.get("num-updates"), "strategy": args.strategy,

@@ -28,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from app_memory import sample
+from app_memory import run_sampled
 
 HERE = Path(__file__).resolve().parent
 STEADY_FROM = 0.1
@@ -79,17 +77,10 @@ def main() -> None:
                    "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
         if args.actors is not None:
             command += ["--actors", str(args.actors)]
-        peaks = {"pss": 0, "rss": 0, "groups": {}, "processes": 0}
         started = time.time()
         log = Path(tmp, "run.log")
-        with log.open("wb") as out, subprocess.Popen(command, stdout=out,
-                                                     stderr=subprocess.STDOUT) as run:  # fmt: skip
-            stop = threading.Event()
-            watcher = threading.Thread(target=sample, args=(run.pid, peaks, stop), daemon=True)
-            watcher.start()
-            code = run.wait()
-            stop.set()
-            watcher.join()
+        with log.open("wb") as out:
+            code, peaks = run_sampled(command, out)
         path = Path(tmp, "history.json")
         history = json.loads(path.read_text()) if path.exists() else {}
         tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
