@@ -34,15 +34,17 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr live here
 GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 CONNECTION = "deploy"  # the connection name written to $FLWR_HOME/config.toml
 TAG_VAR = "FL_ASYNC_FLOWER_PROCESS"  # marks the environment of every process started here
+T = TypeVar("T")
 
 
 class FlowerProcessError(RuntimeError):
@@ -138,6 +140,41 @@ def _wait_gone(procs: Iterable[tuple[int, int]], timeout: float) -> set[tuple[in
         time.sleep(0.1)
         left = {p for p in left if _alive(*p)}
     return left
+
+
+# ------------------------------------------------------------------------------ waits
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float,
+    what: str,
+    *,
+    alive: FlowerProcess | None = None,
+    context: Callable[[], str] | None = None,
+    interval: float = 0.2,
+) -> T:
+    """Poll ``condition()`` every ``interval`` s until it returns a true value; that value.
+
+    Raises ``FlowerProcessError`` naming ``what``, followed by ``context()`` (say, the logs), after
+    ``timeout`` s, or as soon as ``alive`` (the process the awaited state depends on) has exited.
+    """
+    deadline = time.monotonic() + timeout
+    reason = f"not within {timeout:g} s"
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        if alive is not None and not alive.running():
+            reason = f"{alive.name} exited first"
+            break
+        time.sleep(interval)
+    raise FlowerProcessError(f"{what}: {reason}" + (f"\n{context()}" if context else ""))
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``; None while it is missing or half-written."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 # ------------------------------------------------------------------------------ processes

@@ -13,34 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from flower_processes import FlowerDeployment
+from flower_processes import FlowerDeployment, read_json, wait_until
 
 APP = Path(__file__).parent / "deploy_app"
 NUM_NODES = 3
 TIMEOUT = 20.0  # each task's TTL: the killed node's task is dropped after this long
 NUM_UPDATES = 18  # leaves the run well past the killed task's TTL
 KILL_AFTER_STEP = 3
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def wait_for_step(progress: Path, step: int, deployment: FlowerDeployment, run, timeout: float):
-    """Wait until the ServerApp reports server step ``step`` (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = read_json(progress)
-        if state is not None and state["server-step"] >= step:
-            return state
-        if not run.running():
-            break
-        time.sleep(0.2)
-    pytest.fail(f"server step {step} not reached; progress {read_json(progress)}\n"
-                f"{deployment.logs()}")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -64,7 +43,13 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
                 "progress-path": str(progress_path),
             },
         )
-        wait_for_step(progress_path, KILL_AFTER_STEP, deployment, run, timeout=90)
+        wait_until(
+            lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
+            timeout=90,
+            what=f"server step {KILL_AFTER_STEP}",
+            alive=run,
+            context=lambda: f"progress {read_json(progress_path)}\n{deployment.logs()}",
+        )
         victim = deployment.supernodes[NUM_NODES - 1]  # partition-id = the strategy's stable id
         killed_at = time.time()
         deployment.kill_supernode(NUM_NODES - 1)

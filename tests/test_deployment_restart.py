@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flower_processes import FlowerDeployment
+from flower_processes import FlowerDeployment, read_json, wait_until
 
 from fl_async.strategies.checkpoint import Checkpointer
 
@@ -30,32 +30,12 @@ CHECKPOINT_EVERY = 2
 TIMEOUT = 20.0
 
 
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def command(pid: int) -> str:
     """The command line of a running process ("" once it is gone)."""
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def wait_for_checkpoint(checkpoint: Path, deployment: FlowerDeployment, run, timeout: float):
-    """Wait until the strategy has written its first checkpoint (the run must still be going)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if checkpoint.exists():
-            return
-        if not run.running():
-            break
-        time.sleep(0.1)
-    pytest.fail(f"no checkpoint at {checkpoint} (run exited: {not run.running()})\n"
-                f"{deployment.logs()}")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -83,7 +63,14 @@ def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
             {**run_config, "result-path": str(tmp_path / "crashed.json"),
              "progress-path": str(tmp_path / "crashed-progress.json")},
         )  # fmt: skip
-        wait_for_checkpoint(checkpointer.path, deployment, crashed, timeout=90)
+        wait_until(
+            checkpointer.path.exists,
+            timeout=90,
+            what=f"a checkpoint at {checkpointer.path}",
+            alive=crashed,
+            context=deployment.logs,
+            interval=0.1,
+        )
 
         # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
         # the ServerApp watches the SuperExec's and stops training (it reports its run as failed
