@@ -233,7 +233,9 @@ class FlowerProcess:
         return sorted(({self.pid} if self.running() else set()) | {p for p, _ in self.members()})
 
 
-def _spawn(name: str, cmd: list[str], env: Mapping[str, str], log_dir: Path) -> FlowerProcess:
+def spawn(name: str, cmd: list[str], env: Mapping[str, str], log_dir: Path) -> FlowerProcess:
+    """Start ``cmd`` in a session of its own, tagged ``TAG_VAR=<env's tag>/<name>`` (so that what
+    it starts is found by PID later), stdout and stderr to ``<log_dir>/<name>.log``."""
     tag = f"{env[TAG_VAR]}/{name}"
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as out:
@@ -313,7 +315,7 @@ class FlowerDeployment:
     def _spawn(self, name: str, cmd: list[str]) -> FlowerProcess:
         """Start ``cmd``; its log is ``<name>.log`` (``<name>.<k>.log`` for a restart)."""
         count = sum(p.name == name or p.name.startswith(f"{name}.") for p in self.started)
-        proc = _spawn(f"{name}.{count}" if count else name, cmd, self.env, self.log_dir)
+        proc = spawn(f"{name}.{count}" if count else name, cmd, self.env, self.log_dir)
         self.started.append(proc)
         return proc
 

@@ -32,6 +32,7 @@ from flower_processes import (
     _signal,
     _wait_gone,
     free_port,
+    spawn,
     tagged,
 )
 
@@ -107,18 +108,7 @@ class TwoNodeRay:
         common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
         command = [str(RAY), "start", *options, *common,
                    "--temp-dir", str(self.temp_dirs[role]), "--block"]  # fmt: skip
-        log_path = self.workdir / f"ray-{role}.log"
-        tag = f"{self.env[TAG_VAR]}/{role}"
-        with open(log_path, "wb") as out:
-            popen = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**self.env, TAG_VAR: tag},
-                start_new_session=True,
-            )
-        self.processes[role] = FlowerProcess(f"ray-{role}", tag, popen, log_path)
+        self.processes[role] = spawn(f"ray-{role}", command, self.env, self.workdir)
 
     def _wait_for_head(self) -> None:
         head = self.processes["head"]
