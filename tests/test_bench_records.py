@@ -379,6 +379,13 @@ def test_claim_two_and_three_rules() -> None:
     assert (
         verdict.claim_two(verdict.converged_counts({"gsgm": gsgm, "asgd": asgd}), "gsgm") is False
     )
+    # a baseline whose runs were all stopped by the wall limit is not judged: no verdict, not "yes"
+    capped = {s: {**m, "converged": None} for s, m in asgd.items()}
+    counts = verdict.converged_counts({"gsgm": gsgm, "asgd": capped})
+    assert counts["asgd"] == (0, 0) and verdict.claim_two(counts, "gsgm") is None
+    capped[0]["converged"] = False  # one judged seed is still too few
+    counts = verdict.converged_counts({"gsgm": gsgm, "asgd": capped})
+    assert counts["asgd"] == (0, 1) and verdict.claim_two(counts, "gsgm") is None
     split = verdict.Split
     other = metrics_of([0.5] * 5, [0.01] * 5)
     text = "\n".join(
