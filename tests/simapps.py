@@ -3,11 +3,15 @@
 Each virtual node minimises ``||w - target_k||^2 / 2`` (targets from its partition id) with a
 few SGD steps seeded by the task's ``task-seed``: cheap, deterministic, and enough to show
 ordering, staleness and faults. ``run(...)`` runs one simulation in-process and returns what
-the ServerApp's strategy returned.
+the ServerApp's strategy returned. ``run_app(...)`` runs the real Flower App of this repository
+through ``python -m fl_async.app``'s launcher (in this process) and returns its history.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from fl_async.protocol import to_record
 
+ROOT = Path(__file__).resolve().parents[1]
 DIM = 6
 client = ClientApp()
 server = ServerApp()
@@ -100,3 +105,15 @@ def run(
 def target_mean(num_nodes: int, weighted: bool = False) -> np.ndarray:
     weights = [10 + k if weighted else 1 for k in range(num_nodes)]
     return np.average([_target(k) for k in range(num_nodes)], axis=0, weights=weights)
+
+
+def run_app(run_config: Mapping[str, Any], output: Path, *, nodes: int = 4) -> dict:
+    """``python -m fl_async.app`` on ``nodes`` virtual nodes with ``run_config`` (Python values,
+    written as TOML) and ``output-dir`` = ``output``; it must succeed. Its ``history.json``."""
+    from fl_async.app import launch
+    from fl_async.app.results import HISTORY
+
+    settings = {**run_config, "output-dir": str(output)}
+    text = " ".join(f"{key}={json.dumps(value)}" for key, value in settings.items())
+    assert launch.main(["--app", str(ROOT), "--nodes", str(nodes), "--run-config", text]) == 0
+    return json.loads((output / HISTORY).read_text())

@@ -1,23 +1,18 @@
 """partition.scheme = 'natural' in the Flower App: the run config, the checks before a run, each
 node's partition of a tiny FEMNIST, and one run through ``python -m fl_async.app``."""
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from femnist_files import write_femnist
+from simapps import run_app
 
-from fl_async.app import launch, preflight
+from fl_async.app import preflight
 from fl_async.app.config import parse_run_config
-from fl_async.app.results import HISTORY
 from fl_async.clients.node_data import load_node_data
 from fl_async.config import DataSpec
 from fl_async.data import load_labels, load_owners
 from fl_async.partitioning import natural
 from fl_async.validation import InvalidArgument
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +80,8 @@ def test_the_checks_before_a_run_name_what_is_wrong(hub, tmp_path):
 
 @pytest.mark.slow
 def test_python_m_fl_async_app_runs_femnist_split_by_writer(hub, tmp_path):
-    output = tmp_path / "run"
-    settings = {
-        "dataset": "'femnist'",
-        "data-root": f"'{hub}'",
-        "partition.scheme": "'natural'",
-        "max-updates": 6,
-        "eval-every": 3,
-        "local-steps": 2,
-        "output-dir": f"'{output}'",
-    }
-    run_config = " ".join(f"{key}={value}" for key, value in settings.items())
-    assert launch.main(["--app", str(ROOT), "--nodes", "4", "--run-config", run_config]) == 0
-    history = json.loads((output / HISTORY).read_text())
+    run_config = femnist_config(hub, **{"max-updates": 6, "eval-every": 3, "local-steps": 2})
+    history = run_app(run_config, tmp_path / "run")
     assert history["num-updates"] == 6 and history["faults"] == {}
     assert history["config"]["partition.scheme"] == "natural"
     assert history["final-accuracy"] is not None

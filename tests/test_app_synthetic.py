@@ -3,15 +3,15 @@ only, the server splitting by device as the nodes do, and one run through ``pyth
 fl_async.app``."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, RecordDict
+from simapps import run_app
 
 from fl_async import config as schema
-from fl_async.app import launch, preflight, results, server_app
+from fl_async.app import preflight, results, server_app
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients.node_data import load_node_data, load_run_data, synthetic_of
@@ -21,7 +21,6 @@ from fl_async.data import synthetic as synthetic_module
 from fl_async.partitioning import natural, natural_assignment
 from fl_async.validation import InvalidArgument
 
-ROOT = Path(__file__).resolve().parents[1]
 FAST = {"local-steps": 2, "batch-size": 16, "lr": 0.05}
 
 
@@ -131,18 +130,10 @@ def test_server_and_nodes_train_logreg_on_synthetic_in_memory(tmp_path):
 
 @pytest.mark.slow
 def test_python_m_fl_async_app_runs_synthetic(tmp_path):
-    output = tmp_path / "run"
-    settings = {
-        "dataset": "'synthetic'",
-        "synthetic.max-samples": 200,
-        "max-updates": 8,
-        "eval-every": 4,
-        "local-steps": 2,
-        "output-dir": f"'{output}'",
-    }
-    run_config = " ".join(f"{key}={value}" for key, value in settings.items())
-    assert launch.main(["--app", str(ROOT), "--nodes", "4", "--run-config", run_config]) == 0
-    history = json.loads((output / results.HISTORY).read_text())
+    run_config = synthetic_config(
+        **{"synthetic.max-samples": 200, "max-updates": 8, "eval-every": 4, "local-steps": 2}
+    )
+    history = run_app(run_config, tmp_path / "run")
     assert history["num-updates"] == 8 and history["faults"] == {}
     assert history["model"]["class"] == "LogReg"
     assert history["final-accuracy"] is not None
