@@ -139,6 +139,20 @@ def measure_gsgm_scaling(
     }
 
 
+def write_report(fields: dict[str, Any], out: str | Path, prefix: str = "") -> Path:
+    """Write ``fields`` as JSON to ``out`` after a ``machine`` block (processor, numpy version),
+    and print ``prefix`` followed by where it went; the path written."""
+    report = {
+        "machine": {"cpus": platform.processor() or platform.machine(), "numpy": np.__version__},
+        **fields,
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"{prefix}written to {out}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=int, default=4_000_000, help="model size (floats)")
@@ -159,20 +173,13 @@ def main() -> None:
     measured = measure_rules(args.params, args.updates, rng, with_base=not args.without_base)
     scaling = measure_gsgm_scaling(args.gsgm_params, args.gsgm_nodes, args.updates, rng)
     results = measured["rules"]
-    report = {
-        "machine": {"cpus": platform.processor() or platform.machine(), "numpy": np.__version__},
-        **measured,
-        "gsgm_scaling": scaling,
-        "targets": {
-            "asgd_x_copy<=4": results["ASGD"]["x_copy"] <= 4,
-            "every_rule_x_copy<=15": all(r["x_copy"] <= 15 for r in results.values()),
-            "gsgm_ratio<=1.5": scaling["ratio"] <= 1.5,
-        },
+    targets = {
+        "asgd_x_copy<=4": results["ASGD"]["x_copy"] <= 4,
+        "every_rule_x_copy<=15": all(r["x_copy"] <= 15 for r in results.values()),
+        "gsgm_ratio<=1.5": scaling["ratio"] <= 1.5,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"targets: {report['targets']}; written to {out}")
+    report = {**measured, "gsgm_scaling": scaling, "targets": targets}
+    write_report(report, args.out, prefix=f"targets: {targets}; ")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,15 @@ model, bit for bit (checked).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from aggregators import make_deltas, make_model
+from aggregators import make_deltas, make_model, write_report
 
 from fl_async.aggregators import GSGM, ClientUpdate
 
@@ -142,15 +139,11 @@ def main() -> None:
     load_before = os.getloadavg()
     results = [measure(p, args.nodes, args.rounds, args.block, cache_dir) for p in args.params]
     report = {
-        "machine": {"cpus": platform.processor() or platform.machine(), "numpy": np.__version__},
         "cache_dir": cache_dir,
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "results": results,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"written to {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":
