@@ -9,7 +9,7 @@ import pytest
 from fakegrid import FakeGrid, quadratic_fleet, task_identity
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
-from fl_async.scheduling import VirtualClock
+from fl_async.scheduling import ASP, SSP, VirtualClock, WhiteList
 from fl_async.strategies import nodes as nodes_module
 from fl_async.strategies.checkpoint import SCHEMA, Checkpointer, CheckpointError, RunState
 from fl_async.strategies.nodes import NodeRegistry
@@ -214,3 +214,53 @@ def test_registry_offers_idle_nodes_without_a_pass_over_the_busy_ones():
     assert sorted(n.stable_id for _, n in departed) == [7, 12] and registry.usable == 48
     registry.set_busy(dict(departed)[gone], False)  # a late reply from a node that has left
     assert [stable for stable, _ in registry.candidates()] == [31] and 7 not in registry.order
+
+
+@pytest.mark.parametrize("policy", [WhiteList(slack=0), SSP(1), ASP(staleness_bound=0, period=3)],
+                         ids=["WhiteList", "SSP", "ASP"])  # fmt: skip
+def test_policy_index_follows_the_registry_idle_nodes(policy):
+    """The dispatch reads the idle nodes that may start from the policy's index: over random
+    dispatches, replies, failures, retirements, departures and returns it names exactly the
+    nodes that asking ``may_start`` of each of the registry's idle nodes would."""
+    fleet = quadratic_fleet(12, seed=1)
+    grid = FakeGrid(dict(fleet))
+    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=2,
+                            on_idle=policy.set_idle)  # fmt: skip
+    rng = np.random.default_rng(0)
+    version = 0
+
+    def admit():
+        with task_identity():
+            admitted, departed = registry.arrivals_and_departures(grid, timeout=5)
+        for stable in admitted:
+            policy.join(stable)
+        for _, node in departed:
+            policy.leave(node.stable_id)
+
+    admit()
+    for _ in range(600):
+        nodes = list(registry.nodes.values())
+        node = nodes[rng.integers(len(nodes))]
+        op = rng.choice(["start", "answer", "answer", "fail", "reject", "depart", "return"])
+        if op == "start" and not node.busy and not node.retired:
+            policy.started(node.stable_id, version)
+            registry.set_busy(node, True)
+        elif op == "answer" and node.busy:
+            registry.set_busy(node, False)
+            policy.finished(node.stable_id, duration=float(rng.choice([0.5, 1.0, 4.0])))
+            registry.answered(node, 10, accepted=True)
+            version += 1
+        elif op == "fail" and node.busy:
+            registry.failed(node, version, "error")
+            policy.leave(node.stable_id)
+        elif op == "reject" and registry.rejected(node, "update rejected: non-finite"):
+            policy.leave(node.stable_id)
+        elif op == "depart" and len(registry) > 2:
+            del grid.handlers[next(i for i, n in registry.nodes.items() if n is node)]
+            admit()
+        elif op == "return":
+            grid.handlers.update(fleet)
+            admit()
+        for v in (max(version - 3, 0), version):
+            scan = [s for s, _ in registry.candidates() if policy.may_start(s, v)]
+            assert list(policy.startable(v)) == scan

@@ -3,13 +3,23 @@
 The rules are stated in docs/algorithms.md, Dispatch policies.
 
 Every policy keeps a clock ``c_k`` per node (its finished tasks: applied, buffered or rejected) and
-the active set. The event loop calls ``join`` / ``leave`` as nodes come and go, asks ``may_start``
-for each idle node, and reports ``started`` and ``finished``. Policies hold no randomness, so a
-run's dispatch history depends only on the order of these calls.
+the active set. The event loop calls ``join`` / ``leave`` as nodes come and go, tells it which
+nodes are idle (``set_idle``), asks ``startable`` for the idle nodes that may start now, and
+reports ``started`` and ``finished``. Policies hold no randomness, so a run's dispatch history
+depends only on the order of these calls.
+
+Each rule is stated once, as a *start limit*: a node may start when its task clock is at most
+``_start_limit(version)`` (None: no limit), or when the rule exempts it (ASP's asynchronous
+nodes). ``may_start`` applies it to one node; ``startable`` keeps the idle nodes grouped by clock
+and reads off the groups at or below the limit, so waiting nodes (GSGM's white list can keep
+nearly every node idle until its cycle) cost nothing per dispatch.
 """
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, insort
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -48,6 +58,46 @@ class _MinCounter:
         self.remove(old)
 
 
+_UNJOINED, _EXEMPT, _INACTIVE = "unjoined", "exempt", "inactive"
+"""Groups of idle nodes besides the clocks: not joined yet (never startable), exempt from the
+limit (always startable), inactive (at the entry clock, the same for all of them)."""
+
+
+class _IdleIndex:
+    """The idle nodes: the joined ones sorted, and all of them grouped by key, each group sorted."""
+
+    def __init__(self) -> None:
+        self.joined: list[int] = []
+        self.groups: dict[int | str, list[int]] = {}
+        self._key: dict[int, int | str] = {}
+
+    def __contains__(self, node: int) -> bool:
+        return node in self._key
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._key))
+
+    def add(self, node: int, key: int | str) -> None:
+        self._key[node] = key
+        insort(self.groups.setdefault(key, []), node)
+        if key != _UNJOINED:
+            insort(self.joined, node)
+
+    def remove(self, node: int) -> None:
+        key = self._key.pop(node)
+        group = self.groups[key]
+        del group[bisect_left(group, node)]
+        if not group:
+            del self.groups[key]
+        if key != _UNJOINED:
+            del self.joined[bisect_left(self.joined, node)]
+
+    def move(self, node: int, key: int | str) -> None:
+        if self._key[node] != key:
+            self.remove(node)
+            self.add(node, key)
+
+
 def _check_node(node: int) -> int:
     return check_int("node", node, minimum=0)
 
@@ -67,6 +117,8 @@ class DispatchPolicy:
         self._clock: dict[int, int] = {}
         self._active: set[int] = set()
         self._floor = _MinCounter()
+        self._idle = _IdleIndex()
+        """The nodes the caller declared idle (``set_idle``), grouped for ``startable``."""
 
     # ----------------------------------------------------------------------------- public API
     def join(self, node: int) -> None:
@@ -83,13 +135,49 @@ class DispatchPolicy:
         if self._counted(node):
             self._floor.remove(self._clock[node])
         self._active.discard(node)
+        self._regroup(node)
 
     def may_start(self, node: int, version: int) -> bool:
         """Whether the idle ``node`` may start a task now, the global model being at ``version``."""
         node = self._known(node)
-        if type(version) is not int or version < 0:  # asked of every idle node: check cheaply
+        if type(version) is not int or version < 0:
             version = check_int("version", version, minimum=0)
-        return self._may_start(node, self._task_clock(node), version)
+        if self._exempt(node):
+            return True
+        limit = self._start_limit(version)
+        return limit is None or self._task_clock(node) <= limit
+
+    def set_idle(self, node: int, idle: bool) -> None:
+        """Declare whether ``node`` is idle: it has no task and may be offered one (the caller's
+        bookkeeping, which ``startable`` reads; not part of ``state_dict``)."""
+        node = _check_node(node)
+        if idle and node not in self._idle:
+            self._idle.add(node, self._idle_key(node))
+        elif not idle and node in self._idle:
+            self._idle.remove(node)
+
+    def clear_idle(self) -> None:
+        """Declare every node busy (a new run starts with no node known to be idle)."""
+        self._idle = _IdleIndex()
+
+    def startable(self, version: int) -> Iterator[int]:
+        """The idle nodes (``set_idle``) that may start a task now, ascending: exactly those
+        for which ``may_start`` is true, found without asking each node. Do not call
+        ``set_idle`` while iterating."""
+        if type(version) is not int or version < 0:
+            version = check_int("version", version, minimum=0)
+        limit = self._start_limit(version)
+        if limit is None:
+            return iter(self._idle.joined)
+        groups = self._idle.groups
+        ready = [g for k, g in groups.items() if type(k) is int and k <= limit]
+        if _EXEMPT in groups:
+            ready.append(groups[_EXEMPT])
+        if _INACTIVE in groups and self._entry_clock() <= limit:
+            ready.append(groups[_INACTIVE])
+        if len(ready) == 1:
+            return iter(ready[0])
+        return heapq.merge(*ready)
 
     def started(self, node: int, version: int) -> int:
         """A task was dispatched to ``node`` at ``version``: return its iteration index, ``c_k``."""
@@ -148,15 +236,21 @@ class DispatchPolicy:
         self._active = {int(k) for k in state["active"]}
         self._load_extra_state(state)
         self._rebuild_floor()
+        for node in self._idle:  # the idle nodes stay idle; their groups follow the new clocks
+            self._regroup(node)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
         return f"{type(self).__name__}({args})"
 
     # ---------------------------------------------------------------------- for subclasses
-    def _may_start(self, node: int, clock: int, version: int) -> bool:
-        """The rule: may ``node``, standing at ``clock``, start a task at ``version``?"""
-        return True
+    def _start_limit(self, version: int) -> int | None:
+        """The rule: the highest task clock that may start at ``version`` (None: any may)."""
+        return None
+
+    def _exempt(self, node: int) -> bool:
+        """Whether ``node`` may start whatever its clock."""
+        return False
 
     def _on_finished(self, node: int, duration: float) -> None:  # noqa: B027 (a hook)
         """Called after ``node``'s clock advanced; ``duration`` is its task's time in seconds."""
@@ -195,11 +289,28 @@ class DispatchPolicy:
         self._active.add(node)
         if self._counted(node):
             self._floor.add(clock)
+        self._regroup(node)
 
     def _set_clock(self, node: int, clock: int) -> None:
         if self._counted(node):
             self._floor.move(self._clock[node], clock)
         self._clock[node] = clock
+        self._regroup(node)
+
+    def _idle_key(self, node: int) -> int | str:
+        """The group of ``startable``'s index that ``node`` belongs in."""
+        if node not in self._clock:
+            return _UNJOINED
+        if self._exempt(node):
+            return _EXEMPT
+        if node not in self._active:
+            return _INACTIVE
+        return self._clock[node]
+
+    def _regroup(self, node: int) -> None:
+        """``node``'s clock, activity or exemption may have changed: move it if it is idle."""
+        if node in self._idle:
+            self._idle.move(node, self._idle_key(node))
 
 
 def _check_bound(name: str, value: int) -> int:
@@ -229,9 +340,9 @@ class SSP(DispatchPolicy):
     def hyperparameters(self) -> dict[str, Any]:
         return {"staleness_bound": self.staleness_bound}
 
-    def _may_start(self, node: int, clock: int, version: int) -> bool:
+    def _start_limit(self, version: int) -> int | None:
         lowest = self._floor.min
-        return lowest is None or clock - lowest <= self.staleness_bound
+        return None if lowest is None else lowest + self.staleness_bound
 
 
 class WhiteList(SSP):
@@ -278,10 +389,10 @@ class OneStepDelay(DispatchPolicy):
     def hyperparameters(self) -> dict[str, Any]:
         return {"warmup_steps": self.warmup_steps}
 
-    def _may_start(self, node: int, clock: int, version: int) -> bool:
-        if clock < self.warmup_steps:
-            return version >= clock
-        return version >= max(clock - 1, 0)
+    def _start_limit(self, version: int) -> int | None:
+        # Iteration c needs version max(c - 1, 0), or c during the warm-up (c < warmup_steps):
+        # both grow with c, so the clocks that may start are those up to a limit.
+        return version + 1 if version + 1 >= self.warmup_steps else version
 
 
 class ASP(DispatchPolicy):
@@ -332,11 +443,12 @@ class ASP(DispatchPolicy):
             return self._floor.min
         return min((self._clock[k] for k in self._active), default=0)
 
-    def _may_start(self, node: int, clock: int, version: int) -> bool:
+    def _start_limit(self, version: int) -> int | None:
         lowest = self._floor.min
-        if node in self._asynchronous or lowest is None:
-            return True
-        return clock - lowest <= self.staleness_bound
+        return None if lowest is None else lowest + self.staleness_bound
+
+    def _exempt(self, node: int) -> bool:
+        return node in self._asynchronous
 
     def _on_finished(self, node: int, duration: float) -> None:
         old = self._duration.get(node)
@@ -362,8 +474,11 @@ class ASP(DispatchPolicy):
             lowest = min(stayers)
             for k in entering:
                 self._clock[k] = max(self._clock[k], lowest)
+        changed = self._asynchronous ^ slow  # the entering nodes are among them
         self._asynchronous = slow
         self._rebuild_floor()
+        for k in changed:
+            self._regroup(k)
 
     def _extra_state(self) -> dict[str, Any]:
         return {

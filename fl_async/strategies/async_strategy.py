@@ -239,9 +239,11 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         """Create all of a run's state, empty (the one place run state is made)."""
         self._timeout = float(timeout)
         self._evaluate_fn = evaluate_fn
+        self.policy.clear_idle()  # the registry below starts empty and tells the policy
         self._registry = NodeRegistry(identify=self.identify_nodes,
                                       poll_interval=self.poll_interval,
-                                      max_failures=self.max_failures)  # fmt: skip
+                                      max_failures=self.max_failures,
+                                      on_idle=self.policy.set_idle)  # fmt: skip
         self._book = TaskBook()
         self._order = reply_order(self.clock)
         self._recorder = Recorder()

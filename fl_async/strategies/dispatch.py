@@ -30,16 +30,20 @@ class TaskDispatch:
         if limit is None:
             limit = min(len(self._registry), max(1, int(self.memory_budget // self._model_bytes)))
         room = limit - len(self._book)
-        chosen = []
+        chosen: list[int] = []
+        if room <= 0:
+            return chosen
         running = bool(self._book)
-        for stable, node in self._registry.candidates():
-            if room <= 0:
-                break
-            if not self._registry.may_retry(node, version, anything_in_flight=running):
-                continue
-            if self.policy.may_start(stable, version):
-                chosen.append(self._registry.node_of(stable))
+        # The policy's idle nodes are the registry's (NodeRegistry's on_idle keeps them equal):
+        # it names those that may start without being asked node by node.
+        for stable in self.policy.startable(version):
+            node_id = self._registry.node_of(stable)
+            if self._registry.may_retry(self._registry[node_id], version,
+                                        anything_in_flight=running):  # fmt: skip
+                chosen.append(node_id)
                 room -= 1
+                if room <= 0:
+                    break
         return chosen
 
     def _dispatch(self, grid: Grid) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from logging import INFO, WARNING
 
@@ -55,10 +55,14 @@ class NodeRegistry:
 
     Each server step costs O(log n) here, not a pass over every node: the idle nodes are kept
     sorted by stable id (``set_busy`` moves a node in or out) and the retired ones are counted.
+    ``on_idle(stable id, idle)`` is told every change of that set (the dispatch policy keeps its
+    own index of the idle nodes from it).
     """
 
-    def __init__(self, *, identify: bool, poll_interval: float, max_failures: int) -> None:
+    def __init__(self, *, identify: bool, poll_interval: float, max_failures: int,
+                 on_idle: Callable[[int, bool], None] | None = None) -> None:  # fmt: skip
         self.identify = identify
+        self._on_idle = on_idle
         self.poll_interval = poll_interval
         self.max_failures = max_failures
         self.nodes: dict[int, Node] = {}
@@ -102,7 +106,7 @@ class NodeRegistry:
         if busy or node.retired:
             self._discard_idle(stable)
         elif not self._is_idle(stable):
-            bisect.insort(self._idle, stable)
+            self._add_idle(stable)
 
     @property
     def usable(self) -> int:
@@ -113,9 +117,16 @@ class NodeRegistry:
         i = bisect.bisect_left(self._idle, stable)
         return i < len(self._idle) and self._idle[i] == stable
 
+    def _add_idle(self, stable: int) -> None:
+        bisect.insort(self._idle, stable)
+        if self._on_idle is not None:
+            self._on_idle(stable, True)
+
     def _discard_idle(self, stable: int) -> None:
         if self._is_idle(stable):
             del self._idle[bisect.bisect_left(self._idle, stable)]
+            if self._on_idle is not None:
+                self._on_idle(stable, False)
 
     def due(self, every: float) -> bool:
         """Whether ``every`` seconds have passed since the last look at the grid's nodes."""
@@ -203,7 +214,7 @@ class NodeRegistry:
                 node_id)  # fmt: skip
         self.nodes[node_id] = Node(stable_id=stable, partition_id=partition, num_examples=examples)
         self._by_stable[stable] = node_id
-        bisect.insort(self._idle, stable)
+        self._add_idle(stable)
         return stable
 
     def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple]:
