@@ -40,13 +40,14 @@ STEADY_FROM = 0.1
 """Gaps between updates are measured from the update at this fraction of the budget."""
 
 
-def update_times(history: dict) -> dict[str, float | None]:
-    """Start-up and time per accepted update (s) from a ``history.json``'s update records."""
+def update_times(history: dict, steady_from: float = STEADY_FROM) -> dict[str, float | None]:
+    """Start-up and time per accepted update (s) from a ``history.json``'s update records,
+    the steady part starting at the update at ``steady_from`` of them."""
     walls = [float(u["wall-time"]) for u in history.get("updates", []) if u.get("accepted")]
     if len(walls) < 3:
         return {"first-update-wall": walls[0] if walls else None, "mean-gap": None,
                 "median-gap": None}  # fmt: skip
-    steady = walls[int(STEADY_FROM * len(walls)) :]
+    steady = walls[int(steady_from * len(walls)) :]
     gaps = [b - a for a, b in zip(steady, steady[1:], strict=False)]
     return {
         "first-update-wall": round(walls[0], 3),
