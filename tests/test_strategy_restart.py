@@ -93,3 +93,28 @@ def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, 
     after = [(r["stable-id"], r["iteration"]) for r in records[saved.num_updates :]]
     assert all(after.count(task) == 1 for task in in_flight)
     assert {r["node-id"] for r in records[saved.num_updates :]} <= set(nodes)
+
+
+@pytest.mark.parametrize("preset", [ASGD, GSGM])
+def test_a_node_new_since_the_checkpoint_joins_the_resumed_run(tmp_path, preset):
+    """A node the checkpoint does not know (it joined later, or is new) gets work after resuming:
+    it joins the loaded dispatch policy at the active minimum, as any newcomer does."""
+
+    def make(directory):
+        return preset(
+            clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
+            checkpoint_dir=directory, checkpoint_every=EVERY,
+        )  # fmt: skip
+
+    with pytest.raises(Crash):
+        start(make(tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+    saved = Checkpointer(tmp_path, None).load()
+    assert sorted(saved.policy["clock"]) == list(range(NUM_NODES))
+    nodes = with_new_node_ids(quadratic_fleet(NUM_NODES, seed=21))
+    (newcomer_id, newcomer), *_ = quadratic_fleet(NUM_NODES + 1, seed=5).items()
+    newcomer.partition_id = NUM_NODES  # a partition the checkpoint has never seen
+    nodes[newcomer_id] = newcomer
+    resumed = start(make(tmp_path), nodes)
+    records = [dict(r) for _, r in sorted(resumed.train_metrics_clientapp.items())]
+    assert resumed.stopped_by == "budget", resumed.stop_detail
+    assert NUM_NODES in {r["stable-id"] for r in records[saved.num_updates :]}

@@ -194,6 +194,10 @@ class DispatchPolicy:
         self._set_clock(node, self._clock[node] + 1)
         self._on_finished(node, duration)
 
+    def has_joined(self, node: int) -> bool:
+        """Whether ``node`` has joined (the policy keeps its clock, active or not)."""
+        return _check_node(node) in self._clock
+
     def clock(self, node: int) -> int:
         """``c_k``: the number of tasks ``node`` has finished (reset on rejoining)."""
         return self._clock[self._known(node)]

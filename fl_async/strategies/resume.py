@@ -68,6 +68,11 @@ class RunSnapshot:
         self._keys = state.keys
         self.aggregator.load_state_dict(state.aggregator)
         self.policy.load_state_dict(state.policy)
+        # Nodes admitted above that the checkpoint does not know (they joined after it, or are
+        # new to the run) join the loaded policy; the others keep their saved clocks.
+        for stable in self._registry.order:
+            if not self.policy.has_joined(stable):
+                self.policy.join(stable)
         if self.clock is not None and state.clock is not None:
             self.clock.load_state_dict(state.clock)
         self._order.load_state_dict(state.order)
