@@ -7,11 +7,22 @@ SIGKILLed alone: its SuperExec and ServerApp must notice by themselves. The Supe
 again with the same command (same database, same port); the SuperNodes reconnect on their own;
 the same ``flwr run`` (same ``checkpoint-dir``) resumes and ends with the full budget, each
 update applied once. Every process is stopped by PID afterwards, also on failure.
+
+Flower's ServerApp stops when it sees its parent (the SuperExec) gone, by ``kill(pid, 0)``, which
+a zombie passes: where an orphaned SuperExec is not reaped at once (a container whose first
+process reaps slowly or never), the crashed ServerApp trains on once the SuperLink is back. The
+test makes itself the orphans' reaper (Linux ``PR_SET_CHILD_SUBREAPER``) so that both cases are
+deterministic: ``reaped`` reaps the SuperExec at once (the ServerApp stops by itself);
+``zombie`` leaves it a zombie, and the crashed ServerApp, alive and reconnected, is stopped by
+the checkpoint directory's lease once a newer run has claimed it, before it applies anything.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +32,8 @@ import pytest
 from flower_processes import FlowerDeployment, read_json, wait_until
 
 from fl_async.strategies.checkpoint import Checkpointer
+
+PR_SET_CHILD_SUBREAPER = 36
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "deploy_app"
@@ -38,8 +51,31 @@ def command(pid: int) -> str:
         return ""
 
 
+def reap(pids: set[int]) -> None:
+    """Collect the exit status of those of ``pids`` that are this process's children and gone."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+@pytest.fixture
+def orphan_reaper():
+    """This process adopts its descendants' orphans while the test runs (Linux only)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        pytest.skip(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
 @pytest.mark.slow
-def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
+@pytest.mark.parametrize("superexec", ["reaped", "zombie"])
+def test_run_resumes_after_a_superlink_restart(
+    tmp_path: Path, orphan_reaper: None, superexec: str
+) -> None:
     checkpoint_dir = tmp_path / "checkpoint"
     checkpointer = Checkpointer(checkpoint_dir, None)
     deployment = FlowerDeployment(tmp_path / "flower", database=tmp_path / "superlink.db")
@@ -79,7 +115,10 @@ def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
         children = deployment.kill_superlink()
         server_apps = {p for p in children if "flwr-serverapp" in command(p[0])}
         assert server_apps, f"no ServerApp among {[command(p) for p, _ in children]}"
+        others = {pid for pid, _ in children - server_apps}
         assert deployment.wait_gone(children - server_apps, timeout=15) == [], deployment.logs()
+        if superexec == "reaped":
+            reap(others)  # the ServerApp's parent is gone for good: it stops by itself
         assert deployment.wait_run(crashed, timeout=30) != 0, crashed.log()
         crashed_step = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
 
@@ -90,6 +129,12 @@ def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
         in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
         assert 0 < resumed_from < NUM_UPDATES, resumed_from
         assert in_flight, "a checkpoint of an asynchronous run holds the tasks in flight"
+
+        if superexec == "zombie":
+            # The ServerApp still sees a parent and is alive. The resumed run claims the
+            # directory as it starts; claiming it first makes the order certain: the crashed
+            # run must stop at its first reply from the restarted SuperLink, applying nothing.
+            Checkpointer(checkpoint_dir, None).claim()
 
         # Restart with the same command; the SuperNodes (known from the database) reconnect.
         deployment.start_superlink(restart=True)
@@ -129,22 +174,31 @@ def test_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
         assert all(after.count(task) == 1 for task in in_flight), (in_flight, context)
         assert {stable for stable, _ in after} == set(range(NUM_NODES)), context
 
-        # The crashed run's ServerApp never trained again: it reported its run failed and left.
+        # The crashed run's ServerApp never trained again: it reported its run failed and left
+        # (with a zombie parent: stopped by the lease, the resumed run's checkpoint untouched).
         assert deployment.wait_gone(server_apps, timeout=60) == [], deployment.logs()
         after_crash = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
         assert after_crash == crashed_step, (crashed_step, after_crash)
+        crashed_result = read_json(tmp_path / "crashed.json") or {}
+        if superexec == "zombie":
+            assert "RunSuperseded" in crashed_result.get("error", ""), crashed_result
+        final = checkpointer.load()
+        assert final is not None and final.num_updates == NUM_UPDATES
+        assert [{"index": i, **r} for i, r in sorted(final.train_metrics.items())] == updates
         runs = {r["status"] for r in deployment.runs_status()}
         assert runs == {"finished:failed", "finished:completed"}, deployment.runs_status()
         assert all(proc.running() for proc in deployment.supernodes.values())
         print(
             f"\ncrash at {killed_at - started:.1f} s (checkpoint at step {resumed_from}, "
-            f"crashed run at step {crashed_step}, {len(in_flight)} task(s) in flight); "
+            f"crashed run at step {crashed_step}, {len(in_flight)} task(s) in flight; SuperExec "
+            f"{superexec}: {crashed_result.get('error', 'no error reported')[:60]}); "
             f"restarted in {restarted_at - killed_at:.1f} s; resumed run finished "
             f"{time.monotonic() - restarted_at:.1f} s later with {result['num-updates']} updates"
         )
     finally:
         stopping = time.monotonic()
         deployment.stop_all()
+        reap({pid for pid, _ in children} if "children" in locals() else set())
         print(f"stopped every process in {time.monotonic() - stopping:.1f} s; "
               f"total {time.monotonic() - started:.1f} s")  # fmt: skip
     assert deployment.leftovers() == [], "processes left running"

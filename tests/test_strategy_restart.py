@@ -17,7 +17,7 @@ from flwr.app import ConfigRecord, MetricRecord
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, GSGM
-from fl_async.strategies.checkpoint import Checkpointer
+from fl_async.strategies.checkpoint import Checkpointer, RunSuperseded
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 5, 3, 7
@@ -118,3 +118,53 @@ def test_a_node_new_since_the_checkpoint_joins_the_resumed_run(tmp_path, preset)
     records = [dict(r) for _, r in sorted(resumed.train_metrics_clientapp.items())]
     assert resumed.stopped_by == "budget", resumed.stop_detail
     assert NUM_NODES in {r["stable-id"] for r in records[saved.num_updates :]}
+
+
+@pytest.mark.parametrize("preset", [ASGD, GSGM])
+def test_a_run_still_alive_when_another_takes_over_its_directory_stops_without_writing(
+    tmp_path, preset
+):
+    """A crashed ServerApp that is not dead after all (Flower did not see its parent exit) goes
+    on when the SuperLink is back, beside the run resumed from its checkpoint: the newer run's
+    claim stops it before it applies another update, and it never writes the checkpoint again."""
+    claimed = {}
+
+    def take_over_at(step):
+        def evaluate(server_step, arrays):
+            if server_step == step:
+                claimed["checkpoint"] = Checkpointer(tmp_path, None).path.read_bytes()
+                Checkpointer(tmp_path, None).claim()  # what a resumed run does first
+            claimed["last-step"] = server_step
+            return MetricRecord({"step": server_step})
+
+        return evaluate
+
+    stale = preset(
+        clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
+        checkpoint_dir=tmp_path, checkpoint_every=EVERY,
+    )  # fmt: skip
+    with pytest.raises(RunSuperseded, match=f"took over the checkpoint directory {tmp_path}"):
+        start(stale, quadratic_fleet(NUM_NODES, seed=21), take_over_at(CRASH_AT))
+    # Step 7 was the last: the update that came next was not applied, and the checkpoint due at
+    # step 9 (and the one at the end) were not written.
+    assert claimed["last-step"] == CRASH_AT
+    assert stale.aggregator.version == CRASH_AT
+    assert Checkpointer(tmp_path, None).path.read_bytes() == claimed["checkpoint"]
+
+
+def test_the_lease_names_its_owner_and_a_run_that_claims_again_keeps_its_directory(tmp_path):
+    first, second = Checkpointer(tmp_path, 1), Checkpointer(tmp_path, 1)
+    first.check_owner()  # not claimed yet: nothing to check
+    first.claim()
+    first.check_owner()
+    first.claim()  # claiming again (a new start of the same strategy) keeps the directory
+    first.check_owner()
+    second.claim()
+    second.check_owner()
+    with pytest.raises(RunSuperseded, match="process [0-9]+ on .*took over"):
+        first.check_owner()
+    with pytest.raises(RunSuperseded):
+        first.save(None, 1)  # nothing written
+    assert not first.path.exists()
+    second.lease_path.unlink()  # removed by hand: no other run's claim
+    second.check_owner()

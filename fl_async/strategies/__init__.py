@@ -5,6 +5,7 @@ which returns trained weights and ``num-examples`` as usual, needs no change.
 """
 
 from fl_async.strategies.async_strategy import AsyncStrategy
+from fl_async.strategies.checkpoint import CheckpointError, RunSuperseded
 from fl_async.strategies.compensation import DelayCompensation, TaskBases
 from fl_async.strategies.presets import (
     ASGD,
@@ -37,7 +38,9 @@ __all__ = [
     "SSGD",
     "AsyncResult",
     "AsyncStrategy",
+    "CheckpointError",
     "DelayCompensation",
+    "RunSuperseded",
     "TaskBases",
     "FedAsync",
     "FedBuff",

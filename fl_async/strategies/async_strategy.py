@@ -187,6 +187,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
                   max_wall_time, target_accuracy)  # fmt: skip
         stop = ""
         while not stop:
+            self._check_owner()
             self._refresh_nodes(grid, every=self.refresh_interval)
             stop = self._stop_reason(*limits)
             if stop:
@@ -250,6 +251,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self._checkpointer = None
         if self.checkpoint_dir is not None:
             self._checkpointer = Checkpointer(self.checkpoint_dir, self.checkpoint_every)
+            self._checkpointer.claim()  # before resuming: a run still alive on it stops
         self._keys: list[str] = []
         self._train_config: dict[str, Any] = {}
         self._forget_at: dict[int, int] = {}

@@ -33,6 +33,7 @@ class ReplyHandling:
         version = self.aggregator.version
         wanted = self._order.wanted(self._book)
         reply = self._wait_for(grid, wanted)
+        self._check_owner()  # a run that took over while this one waited gets the update
         msg_id = (
             self._order.overdue(self._book, wanted)
             if reply is None

@@ -59,6 +59,11 @@ class RunSnapshot:
     def _save_checkpoint(self) -> None:
         self._checkpointer.save(self._snapshot(), self.aggregator.version)
 
+    def _check_owner(self) -> None:
+        """Stop (``RunSuperseded``) if another run took over the checkpoint directory."""
+        if self._checkpointer is not None:
+            self._checkpointer.check_owner()
+
     def _resume(self, grid: Grid, arrays: ArrayRecord, config: ConfigRecord | None) -> bool:
         """Pick up from the checkpoint in ``checkpoint_dir``, if there is one."""
         state = None if self._checkpointer is None else self._checkpointer.load()
