@@ -20,17 +20,27 @@ Synthetic(1, 1), one generated device per node, logistic regression, one local e
   clock this is the loop's throughput: the ServerApp's own work per update plus whatever it
   waits for the Ray actors (``--actors``) to train, so compare runs with the same actors.
 
-Writes ``benchmarks/results/scale-<strategy>-<nodes>.json`` and prints one line.
+Writes ``benchmarks/results/scale-<strategy>-<nodes>.json`` (with the commit, the versions and
+the load average at the start and end) and prints one line. To commit a set of runs::
+
+    python benchmarks/scale.py --bundle benchmarks/results/measured/scale-<date>.json \
+        benchmarks/results/scale-*.json
+
+writes them as one compact result (no log tails) that ``benchmarks/measured_tables.py`` turns
+into the tables of PERFORMANCE.md and RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 
 from app_memory import run_sampled
@@ -57,7 +67,40 @@ def update_times(history: dict, steady_from: float = STEADY_FROM) -> dict[str, f
     }
 
 
+def provenance() -> dict[str, str]:
+    """The commit of the code measured and the versions of what it ran on."""
+    try:
+        git = ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"]
+        commit = subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("flwr", "torch", "numpy"))
+    return {"commit": commit, "versions": versions}
+
+
+def bundle(out: Path, files: list[Path]) -> None:
+    """Write the runs in ``files`` as one result for ``benchmarks/measured_tables.py``."""
+    runs = [json.loads(f.read_text(encoding="utf-8")) for f in files]
+    if not runs:
+        raise SystemExit("--bundle needs at least one scale-<strategy>-<nodes>.json")
+    origins = {(r.get("commit"), r.get("versions")) for r in runs}
+    if len(origins) != 1 or None in next(iter(origins)):
+        raise SystemExit(f"--bundle needs runs of one commit and versions, recorded; got {origins}")
+    commit, versions = origins.pop()
+    keep = [{k: v for k, v in r.items() if k not in ("log-tail", "commit", "versions")}
+            for r in runs]  # fmt: skip
+    result = {"benchmark": "scale", "commit": commit, "versions": versions, "runs": keep}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{len(keep)} runs -> {out}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--bundle"]:
+        if len(sys.argv) < 4:
+            raise SystemExit("usage: scale.py --bundle OUT.json RUN.json [RUN.json ...]")
+        bundle(Path(sys.argv[2]), [Path(f) for f in sys.argv[3:]])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strategy", default="gsgm", help="e.g. gsgm, asgd, fedbuff")
     parser.add_argument("--nodes", type=int, default=1000)
@@ -78,7 +121,7 @@ def main() -> None:
                    "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
         if args.actors is not None:
             command += ["--actors", str(args.actors)]
-        started = time.time()
+        started, load_start = time.time(), os.getloadavg()[0]
         log = Path(tmp, "run.log")
         with log.open("wb") as out:
             code, peaks = run_sampled(command, out)
@@ -91,6 +134,7 @@ def main() -> None:
         "updates": history.get("num-updates"), "max-in-flight": args.max_in_flight,
         "actors": args.actors, "seed": args.seed, "exit-code": code,
         "wall-seconds": round(time.time() - started, 1),
+        "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], **provenance(),
         "peak-pss-gib": round(peaks["pss"] / 2**30, 3),
         "peak-rss-gib": round(peaks["rss"] / 2**30, 3),
         "processes-at-peak": peaks["processes"],
