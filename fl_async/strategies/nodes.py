@@ -8,7 +8,6 @@ times in a row leaves the run for good, so that a broken ClientApp cannot keep a
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -53,10 +52,10 @@ class Node:
 class NodeRegistry:
     """Connected nodes by node id, their stable ids, and the dispatch order (by stable id).
 
-    Each server step costs O(log n) here, not a pass over every node: the idle nodes are kept
-    sorted by stable id (``set_busy`` moves a node in or out) and the retired ones are counted.
-    ``on_idle(stable id, idle)`` is told every change of that set (the dispatch policy keeps its
-    own index of the idle nodes from it).
+    Each server step costs O(1) here, not a pass over every node: the idle nodes are kept in a
+    set (``set_busy`` moves a node in or out) and the retired ones are counted.
+    ``on_idle(stable id, idle)`` is told every change of that set: the dispatch policy keeps the
+    one ordered index of the idle nodes from it, which the dispatch reads.
     """
 
     def __init__(self, *, identify: bool, poll_interval: float, max_failures: int,
@@ -69,8 +68,8 @@ class NodeRegistry:
         self._by_stable: dict[int, int] = {}
         self.order: list[int] = []
         """Stable ids, sorted: the order in which idle nodes are offered work."""
-        self._idle: list[int] = []
-        """Stable ids of the connected nodes that are neither busy nor retired, sorted."""
+        self._idle: set[int] = set()
+        """Stable ids of the connected nodes that are neither busy nor retired."""
         self._retired = 0
         """Connected nodes that have left the run for failing too often."""
         self._last_refresh = 0.0
@@ -92,9 +91,9 @@ class NodeRegistry:
         return self._by_stable.get(stable_id)
 
     def candidates(self) -> Iterator[tuple[int, Node]]:
-        """``(stable id, node)`` of every node that may be offered work, in dispatch order
-        (the caller must not mark nodes busy or idle while it iterates)."""
-        for stable in self._idle:
+        """``(stable id, node)`` of every node that may be offered work, in dispatch order: a
+        sort of the idle set, for checks (the dispatch reads the policy's index instead)."""
+        for stable in sorted(self._idle):
             yield stable, self.nodes[self._by_stable[stable]]
 
     def set_busy(self, node: Node, busy: bool) -> None:
@@ -114,17 +113,16 @@ class NodeRegistry:
         return len(self.nodes) - self._retired
 
     def _is_idle(self, stable: int) -> bool:
-        i = bisect.bisect_left(self._idle, stable)
-        return i < len(self._idle) and self._idle[i] == stable
+        return stable in self._idle
 
     def _add_idle(self, stable: int) -> None:
-        bisect.insort(self._idle, stable)
+        self._idle.add(stable)
         if self._on_idle is not None:
             self._on_idle(stable, True)
 
     def _discard_idle(self, stable: int) -> None:
-        if self._is_idle(stable):
-            del self._idle[bisect.bisect_left(self._idle, stable)]
+        if stable in self._idle:
+            self._idle.remove(stable)
             if self._on_idle is not None:
                 self._on_idle(stable, False)
 
