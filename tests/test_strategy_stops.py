@@ -62,6 +62,20 @@ def test_a_hanging_node_is_ended_by_the_timeout_and_the_run_finishes_without_it(
     assert result.num_updates == 9
 
 
+@pytest.mark.parametrize("preset", [ASGD, SSGD])
+def test_max_wall_time_ends_a_run_waiting_on_a_hanging_node_before_its_timeout(preset):
+    """The wall limit is looked at while the loop waits for a reply, not only when one comes:
+    a node that hangs with a TTL of an hour does not keep a 1-second run alive."""
+    nodes = quadratic_fleet(3, seed=3, modes={1: "silent"})
+    strategy = preset(clock=VirtualClock(seed=0), min_nodes=3)
+    started = time.time()
+    result = strategy.start(FakeGrid(nodes), initial_arrays(), num_rounds=50, timeout=3600,
+                            train_config=TRAIN, max_wall_time=1.0)  # fmt: skip
+    assert result.stopped_by == "max-wall-time"
+    assert 1.0 <= result.wall_time and time.time() - started < 60
+    assert result.faults.get("timeout", 0) == 0  # the hanging task was left, not timed out
+
+
 def test_no_accepted_update_for_patience_tasks_stops_with_no_progress():
     nodes = quadratic_fleet(3, seed=4, modes=dict.fromkeys(range(3), "nan"))
     strategy = GSGM(clock=VirtualClock(seed=0), min_nodes=3, max_failures=100, patience=7)

@@ -173,7 +173,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         and the longest wait for a reply or for nodes. A run that can make no progress stops
         by itself; ``AsyncResult.stopped_by`` says why.
         """
-        self._new_run(timeout=timeout, evaluate_fn=evaluate_fn)
+        self._new_run(timeout=timeout, evaluate_fn=evaluate_fn, max_wall_time=max_wall_time)
         self._grid = _grid_times(self.eval_grid, max_virtual_time)
         resumed = self._resume(grid, initial_arrays, train_config)
         if not resumed:
@@ -184,7 +184,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         if not resumed:
             self._evaluate()  # step 0, as Flower's start() evaluates before the first round
         limits = (num_rounds * len(self._registry), max_updates, max_virtual_time,
-                  max_wall_time, target_accuracy)  # fmt: skip
+                  target_accuracy)  # fmt: skip
         stop = ""
         while not stop:
             self._check_owner()
@@ -199,12 +199,12 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         return self._end(grid, stop, evaluate_config)
 
     def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
-                     max_wall_time: float | None, target: float | None) -> str:  # fmt: skip
+                     target: float | None) -> str:  # fmt: skip
         """The budget or limit that ends the run now ("" to go on)."""
         rec = self._recorder
         if rec.num_updates >= (budget if max_updates is None else min(budget, max_updates)):
             return "budget"
-        if max_wall_time is not None and rec.wall() >= max_wall_time:
+        if self._out_of_wall_time():
             return "max-wall-time"
         if max_virtual_time is not None and self._order.now >= max_virtual_time:
             return "max-virtual-time"
@@ -236,9 +236,11 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         )  # fmt: skip
 
     # ------------------------------------------------------------------------------ set-up
-    def _new_run(self, *, timeout: float, evaluate_fn: EvaluateFn | None) -> None:
+    def _new_run(self, *, timeout: float, evaluate_fn: EvaluateFn | None,
+                 max_wall_time: float | None = None) -> None:  # fmt: skip
         """Create all of a run's state, empty (the one place run state is made)."""
         self._timeout = float(timeout)
+        self._max_wall_time = max_wall_time
         self._evaluate_fn = evaluate_fn
         self.policy.clear_idle()  # the registry below starts empty and tells the policy
         self._registry = NodeRegistry(identify=self.identify_nodes,
@@ -291,9 +293,12 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
 
     def _refresh_nodes(self, grid: Grid, every: float = 0.0) -> None:
         """Admit new nodes (identified by a query) and retire vanished ones."""
-        if not self._registry.due(every):
-            return
-        admitted, departed = self._registry.arrivals_and_departures(grid, timeout=self._timeout)
+        if self._out_of_wall_time() or not self._registry.due(every):
+            return  # past the wall limit the loop stops next: no new node is asked anything
+        wait = self._timeout
+        if self._max_wall_time is not None:  # a node that never answers the query
+            wait = min(wait, self._max_wall_time - self._recorder.wall())
+        admitted, departed = self._registry.arrivals_and_departures(grid, timeout=wait)
         for stable in admitted:
             self._forget_at.pop(stable, None)
             self.policy.join(stable)
@@ -302,6 +307,10 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
             for msg_id in self._book.of_node(node_id):
                 self._drop(msg_id, "lost")
             self._leave(node.stable_id)
+
+    def _out_of_wall_time(self) -> bool:
+        """Whether the run's ``max_wall_time`` has passed (also checked while waiting)."""
+        return self._max_wall_time is not None and self._recorder.wall() >= self._max_wall_time
 
     def _all_nodes_left(self) -> bool:
         """Whether every connected node has left the run for failing too often (and say so)."""
@@ -317,6 +326,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         """Nothing is in flight: wait for a node that may start, or give up after the timeout."""
         deadline = time.time() + self._timeout
         while time.time() < deadline:
+            if self._out_of_wall_time():
+                return "max-wall-time"
             self._refresh_nodes(grid, every=1.0)
             if self._dispatchable():
                 return ""

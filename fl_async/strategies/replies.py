@@ -25,6 +25,13 @@ _NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
 """Rejections caused by timing, not by what the node sent: they do not count against it."""
 
 
+class _OutOfTime:
+    """What ``_wait_for`` returns when the run's wall-time limit passed while it waited."""
+
+
+OUT_OF_TIME = _OutOfTime()
+
+
 class ReplyHandling:
     """``AsyncStrategy``'s receiving side: wait, read, apply, record; failures and barriers."""
 
@@ -33,6 +40,8 @@ class ReplyHandling:
         version = self.aggregator.version
         wanted = self._order.wanted(self._book)
         reply = self._wait_for(grid, wanted)
+        if reply is OUT_OF_TIME:
+            return False  # the loop's next look at its limits ends the run
         self._check_owner()  # a run that took over while this one waited gets the update
         msg_id = (
             self._order.overdue(self._book, wanted)
@@ -47,8 +56,9 @@ class ReplyHandling:
         self._settle_barrier()
         return self.aggregator.version > version
 
-    def _wait_for(self, grid: Grid, wanted: list[str]) -> Message | None:
-        """The first reply among ``wanted`` (stashing others), or None when the oldest timed out."""
+    def _wait_for(self, grid: Grid, wanted: list[str]) -> Message | None | _OutOfTime:
+        """The first reply among ``wanted`` (stashing others), None when the oldest timed out,
+        ``OUT_OF_TIME`` when the run's ``max_wall_time`` passed while it waited."""
         book, interval = self._book, self.poll_interval
         while True:
             for msg_id in wanted:
@@ -61,6 +71,8 @@ class ReplyHandling:
                 continue
             if time.time() - min(book[m].dispatched_wall for m in wanted) > self._timeout:
                 return None
+            if self._out_of_wall_time():
+                return OUT_OF_TIME
             time.sleep(interval)
             # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
             interval = min(interval * 1.5, 0.05)
