@@ -107,13 +107,19 @@ def target_mean(num_nodes: int, weighted: bool = False) -> np.ndarray:
     return np.average([_target(k) for k in range(num_nodes)], axis=0, weights=weights)
 
 
-def run_app(run_config: Mapping[str, Any], output: Path, *, nodes: int = 4) -> dict:
-    """``python -m fl_async.app`` on ``nodes`` virtual nodes with ``run_config`` (Python values,
-    written as TOML) and ``output-dir`` = ``output``; it must succeed. Its ``history.json``."""
+def run_app(
+    run_config: Mapping[str, Any], output: Path, *, nodes: int = 4, actors: int | None = None
+) -> dict:
+    """``python -m fl_async.app`` on ``nodes`` virtual nodes (``actors`` Ray actors: the app's
+    default if None) with ``run_config`` (Python values, written as TOML) and ``output-dir`` =
+    ``output``; it must succeed. Its ``history.json``."""
     from fl_async.app import launch
     from fl_async.app.results import HISTORY
 
     settings = {**run_config, "output-dir": str(output)}
     text = " ".join(f"{key}={json.dumps(value)}" for key, value in settings.items())
-    assert launch.main(["--app", str(ROOT), "--nodes", str(nodes), "--run-config", text]) == 0
+    argv = ["--app", str(ROOT), "--nodes", str(nodes), "--run-config", text]
+    if actors is not None:
+        argv += ["--actors", str(actors)]
+    assert launch.main(argv) == 0
     return json.loads((output / HISTORY).read_text())

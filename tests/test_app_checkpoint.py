@@ -1,29 +1,19 @@
 """Checkpoints through the main command: ``python -m fl_async.app`` with ``checkpoint-every``,
 stopped mid-run, resumed with the same ``output-dir``, gives the uninterrupted run's history."""
 
-import json
-from pathlib import Path
-
 import pytest
-
-from fl_async.app import launch
-from fl_async.app.results import HISTORY
+from simapps import run_app as run_simulation
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 NODES = 4
 # A budget of num-rounds x nodes = 8 updates; the first part stops after 4 of them.
 RUN = {"num-rounds": 2, "eval-every": 2, "local-steps": 2, "checkpoint-every": 2}
 
 
-def run_app(output: Path, **overrides) -> dict:
-    """One ``python -m fl_async.app`` (in this process); its history."""
-    config = {**RUN, **overrides, "output-dir": str(output)}
-    text = " ".join(f"{key}={json.dumps(value)}" for key, value in config.items())
-    argv = ["--app", str(ROOT), "--nodes", str(NODES), "--actors", "2", "--run-config", text]
-    assert launch.main(argv) == 0
-    return json.loads((output / HISTORY).read_text())
+def run_app(output, **overrides) -> dict:
+    """One ``python -m fl_async.app`` (in this process) with ``RUN``; its history."""
+    return run_simulation({**RUN, **overrides}, output, nodes=NODES, actors=2)
 
 
 def comparable(history: dict) -> dict:
