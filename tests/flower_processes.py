@@ -123,7 +123,8 @@ def _alive(pid: int, started: int) -> bool:
     return _start_time(pid) == started
 
 
-def _signal(procs: Iterable[tuple[int, int]], sig: int) -> None:
+def signal_processes(procs: Iterable[tuple[int, int]], sig: int) -> None:
+    """Send ``sig`` to those of ``procs`` (pid, start time) still running, never a reused PID."""
     for pid, started in procs:
         if _alive(pid, started):
             try:
@@ -132,8 +133,9 @@ def _signal(procs: Iterable[tuple[int, int]], sig: int) -> None:
                 pass
 
 
-def _wait_gone(procs: Iterable[tuple[int, int]], timeout: float) -> set[tuple[int, int]]:
-    """Wait until the processes are gone; those still alive after ``timeout``."""
+def wait_processes_gone(procs: Iterable[tuple[int, int]], timeout: float) -> set[tuple[int, int]]:
+    """Wait until the processes are gone (a zombie counts as gone); those alive after
+    ``timeout``."""
     deadline = time.monotonic() + timeout
     left = {p for p in procs if _alive(*p)}
     while left and time.monotonic() < deadline:
@@ -222,11 +224,11 @@ class FlowerProcess:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(timeout=grace)
-        left = _wait_gone(members | self.members(), 0.0 if sig == signal.SIGKILL else 3.0)
-        _signal(left, sig)
-        left = _wait_gone(left, grace)
-        _signal(left, signal.SIGKILL)
-        _wait_gone(left, grace)
+        left = wait_processes_gone(members | self.members(), 0.0 if sig == signal.SIGKILL else 3.0)
+        signal_processes(left, sig)
+        left = wait_processes_gone(left, grace)
+        signal_processes(left, signal.SIGKILL)
+        wait_processes_gone(left, grace)
 
     def leftovers(self) -> list[int]:
         """PIDs of this process and of what it started that still run."""
@@ -347,8 +349,8 @@ class FlowerDeployment:
             if proc.name.startswith("superlink"):
                 proc.stop()
         left = tagged(self.env[TAG_VAR])  # anything else started here: SIGKILL
-        _signal(left, signal.SIGKILL)
-        _wait_gone(left, GRACE)
+        signal_processes(left, signal.SIGKILL)
+        wait_processes_gone(left, GRACE)
 
     def leftovers(self) -> list[int]:
         """PIDs still running among everything started here (empty after ``stop_all``)."""
@@ -406,7 +408,7 @@ class FlowerDeployment:
 
     def wait_gone(self, procs: Iterable[tuple[int, int]], timeout: float) -> list[int]:
         """Wait (at most ``timeout``) until ``procs`` are gone; the PIDs still running."""
-        return sorted(pid for pid, _ in _wait_gone(procs, timeout))
+        return sorted(pid for pid, _ in wait_processes_gone(procs, timeout))
 
     def _write_connection(self) -> None:
         lines = ["[superlink]", f'default = "{CONNECTION}"', "", f"[superlink.{CONNECTION}]"]

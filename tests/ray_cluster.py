@@ -29,11 +29,11 @@ from flower_processes import (
     TAG_VAR,
     FlowerProcess,
     FlowerProcessError,
-    _signal,
-    _wait_gone,
     free_port,
+    signal_processes,
     spawn,
     tagged,
+    wait_processes_gone,
 )
 
 RAY = Path(sys.executable).parent / "ray"
@@ -158,8 +158,8 @@ class TwoNodeRay:
             if role in self.processes:
                 self.processes[role].stop()
         left = tagged(self.env[TAG_VAR])
-        _signal(left, signal.SIGKILL)
-        _wait_gone(left, GRACE)
+        signal_processes(left, signal.SIGKILL)
+        wait_processes_gone(left, GRACE)
         for temp_dir in self.temp_dirs.values():
             shutil.rmtree(temp_dir, ignore_errors=True)
 
