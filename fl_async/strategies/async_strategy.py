@@ -241,6 +241,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         """Create all of a run's state, empty (the one place run state is made)."""
         self._timeout = float(timeout)
         self._max_wall_time = max_wall_time
+        self._next_sweep = 0.0  # the first pull asks for every reply in flight
         self._evaluate_fn = evaluate_fn
         self.policy.clear_idle()  # the registry below starts empty and tells the policy
         self._registry = NodeRegistry(identify=self.identify_nodes,

@@ -25,6 +25,11 @@ _NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
 """Rejections caused by timing, not by what the node sent: they do not count against it."""
 
 
+SWEEP_EVERY = 1.0
+"""Seconds between pulls of every unanswered reply (at most a twentieth of the task timeout);
+in between only the replies awaited next are pulled."""
+
+
 class _OutOfTime:
     """What ``_wait_for`` returns when the run's wall-time limit passed while it waited."""
 
@@ -64,7 +69,7 @@ class ReplyHandling:
             for msg_id in wanted:
                 if book.stashed(msg_id):
                     return book.take_stashed(msg_id)
-            pending = book.unanswered()
+            pending = self._to_pull(wanted)
             for reply in grid.pull_messages(pending) if pending else []:
                 book.stash(reply)
             if any(book.stashed(m) for m in wanted):
@@ -76,6 +81,17 @@ class ReplyHandling:
             time.sleep(interval)
             # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
             interval = min(interval * 1.5, 0.05)
+
+    def _to_pull(self, wanted: list[str]) -> list[str]:
+        """The replies to ask the grid for now: the awaited ones, and once per sweep every
+        unanswered one, so that none waits in the SuperLink until its TTL runs out (a reply
+        pulled before its turn is stashed). Listing thousands of tasks in flight on every poll
+        cost the server more than anything else at 10,000 nodes."""
+        now = time.time()
+        if now >= self._next_sweep:
+            self._next_sweep = now + min(SWEEP_EVERY, self._timeout / 20)
+            return self._book.unanswered()
+        return [m for m in wanted if not self._book.stashed(m)]
 
     def _handle(self, msg_id: str, reply: Message, *, arrival: float) -> MetricRecord | None:
         """Turn one reply into a client update and apply it; record what happened."""
