@@ -3,6 +3,7 @@ checkpointer, recorder and task bases."""
 
 import math
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -110,6 +111,42 @@ def test_registry_identifies_nodes_and_retires_one_that_keeps_failing(monkeypatc
     assert registry.rejected(node, "update rejected: non-finite")  # the third strike
     assert node.retired and registry.usable == 2
     assert [stable for stable, _ in registry.candidates()] == [0, 2]
+
+
+class TricklingGrid(FakeGrid):
+    """Answers come one per pull, ``gap`` seconds apart, as from many nodes on few actors."""
+
+    def __init__(self, handlers, gap):
+        super().__init__(handlers, max_delay=0)
+        self.gap = gap
+
+    def pull_messages(self, message_ids):
+        time.sleep(self.gap)
+        return list(super().pull_messages(list(message_ids)[:1]))
+
+
+def test_the_identify_query_waits_while_answers_keep_coming(monkeypatch):
+    """20 answers 0.05 s apart take 1 s: more than the quiet period (0.3 s) but each comes
+    within it, so every node is identified (no node falls back to its random node id)."""
+    monkeypatch.setattr(nodes_module, "QUERY_QUIET", 0.3)
+    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
+    with task_identity():
+        admitted, _ = registry.arrivals_and_departures(
+            TricklingGrid(quadratic_fleet(20, seed=0), gap=0.05), timeout=30
+        )
+    assert sorted(admitted) == list(range(20))
+
+
+def test_the_identify_query_gives_up_on_a_silent_node_after_the_quiet_period(monkeypatch):
+    monkeypatch.setattr(nodes_module, "QUERY_QUIET", 0.3)
+    fleet = quadratic_fleet(4, seed=0, modes={2: "silent"})
+    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
+    started = time.time()
+    with task_identity():
+        admitted, _ = registry.arrivals_and_departures(FakeGrid(fleet), timeout=30)
+    assert time.time() - started < 10  # not the 30-s timeout
+    silent = next(node_id for node_id, node in fleet.items() if node.partition_id == 2)
+    assert sorted(admitted) == sorted([0, 1, 3, silent])  # keyed by its node id
 
 
 def test_a_readable_accepted_reply_clears_a_nodes_record():

@@ -24,6 +24,8 @@ MAX_BACKOFF_STEPS = 64
 RETRY_DELAY = 0.1
 """With nothing else in flight, a failed node waits 0.1, 0.2, 0.4, ... wall seconds instead."""
 MAX_RETRY_DELAY = 10.0
+QUERY_QUIET = 120.0
+"""Seconds without a new answer after which the identify query gives up on the nodes left."""
 NO_QUERY_HANDLER = "No query function registered"
 """What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
 
@@ -217,7 +219,7 @@ class NodeRegistry:
 
     def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple]:
         """``(partition-id, num-examples)`` per node, None where a node cannot tell."""
-        wait = min(timeout, 120.0)
+        wait = timeout
         answers: list[Message | None] = []
         if self.identify and not self._probed:
             # One node first: an ordinary Flower ClientApp has no query handler and raises on
@@ -247,13 +249,22 @@ class NodeRegistry:
         return found
 
     def _query(self, grid: Grid, node_ids: list[int], wait: float) -> list[Message | None]:
-        """Send the identify query to ``node_ids``; their replies (None: no answer in time)."""
+        """Send the identify query to ``node_ids``; their replies (None: no answer in time).
+
+        It waits while answers keep coming, up to ``wait``, and gives up on the rest once
+        ``QUERY_QUIET`` seconds (at most ``wait``) pass without a new one: 10,000 simulated
+        nodes on two actors take minutes to answer, a node that never will should not hold
+        the start for the whole timeout. An unanswered node is keyed by its node id.
+        """
         ids = list(grid.push_messages([protocol.query_message(n, ttl=wait) for n in node_ids]))
         answers: dict[str, Message] = {}
-        deadline = time.time() + wait
-        while len(answers) < len(ids) and time.time() < deadline:
+        now = time.time()
+        deadline, quiet = now + wait, min(QUERY_QUIET, wait)
+        last_answer = now
+        while len(answers) < len(ids) and time.time() < min(deadline, last_answer + quiet):
             for reply in grid.pull_messages([i for i in ids if i not in answers]):
                 answers[reply.metadata.reply_to_message_id] = reply
+                last_answer = time.time()
             if len(answers) < len(ids):
                 time.sleep(self.poll_interval)
         return [answers.get(msg_id) for msg_id in ids]
