@@ -174,6 +174,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         by itself; ``AsyncResult.stopped_by`` says why.
         """
         self._new_run(timeout=timeout, evaluate_fn=evaluate_fn, max_wall_time=max_wall_time)
+        if self._checkpointer is not None:
+            self._checkpointer.claim()  # before resuming: a run still alive on it stops
         self._grid = _grid_times(self.eval_grid, max_virtual_time)
         resumed = self._resume(grid, initial_arrays, train_config)
         if not resumed:
@@ -254,7 +256,6 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self._checkpointer = None
         if self.checkpoint_dir is not None:
             self._checkpointer = Checkpointer(self.checkpoint_dir, self.checkpoint_every)
-            self._checkpointer.claim()  # before resuming: a run still alive on it stops
         self._keys: list[str] = []
         self._train_config: dict[str, Any] = {}
         self._forget_at: dict[int, int] = {}
