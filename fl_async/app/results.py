@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fl_async.files import write_atomically
 from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.strategies import AsyncResult
 
@@ -115,11 +114,7 @@ def _title(history: Mapping[str, Any]) -> str:
 
 def _write_json(path: Path, value: Mapping[str, Any]) -> None:
     # Write then rename: a reader (or a crash) never sees half a history.
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(_finite(value), stream, indent=1, allow_nan=False)
-        stream.write("\n")
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(_finite(value), indent=1, allow_nan=False) + "\n")
 
 
 def _finite(value: Any) -> Any:

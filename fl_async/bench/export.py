@@ -17,7 +17,6 @@ kept, never replaced, and only the runs it lacks are written.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +34,7 @@ from fl_async.bench.records import (
 )
 from fl_async.bench.report import load_runs
 from fl_async.bench.runner import SUITE_FILE
+from fl_async.files import write_atomically
 from fl_async.validation import InvalidArgument
 
 SUITE_FORMAT = "fl-async-bench-records/1"
@@ -246,11 +246,7 @@ def suite_file(out: Path, records: Mapping[str, Records], grid_size: int) -> dic
 
 
 def _write(path: Path, value: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(dumps(value))
-    os.replace(temporary, path)
-    return path
+    return write_atomically(path, dumps(value))
 
 
 def _remove_stale(dest: Path, keep: set[Path]) -> None:

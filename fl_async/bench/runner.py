@@ -14,7 +14,6 @@ belongs to other settings.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from fl_async.bench.scenarios import (
     run_config,
     to_run_config_text,
 )
+from fl_async.files import write_atomically
 from fl_async.validation import InvalidArgument, check_int
 
 SUITE_FILE = "suite.json"
@@ -328,9 +328,7 @@ def _record_call(out: Path, spec: SuiteSpec) -> None:
 
 
 def _write_json(path: Path, value: object) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=1) + "\n")
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(value, indent=1) + "\n")
 
 
 def planned_runs(spec: SuiteSpec, out: Path) -> Sequence[Path]:

@@ -16,7 +16,6 @@ import json
 import os
 import pickle
 import socket
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fl_async.files import write_atomically
 
 FILENAME = "fl-async-checkpoint.pkl"
 LEASE = "fl-async-lease.json"
@@ -114,7 +115,7 @@ class Checkpointer:
         self._token = uuid.uuid4().hex  # not a modelling choice: no seed, unique per run
         owner = {"token": self._token, "pid": os.getpid(), "host": socket.gethostname(),
                  "claimed": time.time()}  # fmt: skip
-        _write_atomically(self.directory, self.lease_path, json.dumps(owner).encode())
+        write_atomically(self.lease_path, json.dumps(owner))
         self._lease_seen = _stat_key(self.lease_path)
 
     def check_owner(self) -> None:
@@ -154,9 +155,7 @@ class Checkpointer:
         """
         self.check_owner()
         self.last_step = version
-        _write_atomically(
-            self.directory, self.path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        )
+        write_atomically(self.path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
         return self.path
 
     def load(self) -> RunState | None:
@@ -173,21 +172,6 @@ class Checkpointer:
                 f"start a new run in another directory."
             )
         return state
-
-
-def _write_atomically(directory: Path, target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a synced temporary file and a rename."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
