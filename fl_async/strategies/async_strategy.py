@@ -11,6 +11,7 @@ who may start.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from logging import INFO
@@ -297,9 +298,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         """Admit new nodes (identified by a query) and retire vanished ones."""
         if self._out_of_wall_time() or not self._registry.due(every):
             return  # past the wall limit the loop stops next: no new node is asked anything
-        wait = self._timeout
-        if self._max_wall_time is not None:  # a node that never answers the query
-            wait = min(wait, self._max_wall_time - self._recorder.wall())
+        # A node that never answers the query must not hold the run past its wall limit.
+        wait = min(self._timeout, self._wall_time_left())
         admitted, departed = self._registry.arrivals_and_departures(grid, timeout=wait)
         for stable in admitted:
             self._forget_at.pop(stable, None)
@@ -310,9 +310,15 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
                 self._drop(msg_id, "lost")
             self._leave(node.stable_id)
 
+    def _wall_time_left(self) -> float:
+        """Seconds until the run's ``max_wall_time`` (infinite without one)."""
+        if self._max_wall_time is None:
+            return math.inf
+        return self._max_wall_time - self._recorder.wall()
+
     def _out_of_wall_time(self) -> bool:
         """Whether the run's ``max_wall_time`` has passed (also checked while waiting)."""
-        return self._max_wall_time is not None and self._recorder.wall() >= self._max_wall_time
+        return self._wall_time_left() <= 0
 
     def _all_nodes_left(self) -> bool:
         """Whether every connected node has left the run for failing too often (and say so)."""
