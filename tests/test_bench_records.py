@@ -205,6 +205,29 @@ def test_merge_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "--merge goes with --export" in capsys.readouterr().err
 
 
+def test_merge_takes_a_key_added_since_a_record_at_its_default(tmp_path: Path) -> None:
+    """A run made after the schema gained a key (at the default that keeps what runs did) is the
+    same run as one recorded before: the merge keeps the record; another value is refused."""
+    from fl_async.config import DEFAULTS
+
+    records = tmp_path / "records"
+    export_suite(_suite_part(tmp_path / "part", (0,), "2026-11-23T01:00:00+0000"), records)
+    for value, kept in ((DEFAULTS["synthetic.devices"], True), (7, False)):
+        later = _suite_part(tmp_path / f"later-{value}", (0,), "2026-11-24T01:00:00+0000")
+        history_path = later / "dirichlet" / "asgd-seed0" / "history.json"
+        history = json.loads(history_path.read_text())
+        assert "synthetic.devices" not in history["config"]
+        history["config"]["synthetic.devices"] = value
+        history_path.write_text(json.dumps(history))
+        if kept:
+            _, notes = merge_suite(later, records)
+            assert any(note.startswith("dirichlet/asgd-seed0: kept the record") for note in notes)
+        else:
+            refused = r"different run configs \(synthetic.devices\)"
+            with pytest.raises(InvalidArgument, match=refused):
+                merge_suite(later, records)
+
+
 # ------------------------------------------------------------------ the report from records
 
 

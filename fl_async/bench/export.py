@@ -27,6 +27,7 @@ from fl_async.bench.records import (
     MACHINE_KEYS,
     RECORD_FORMAT,
     Records,
+    config_differences,
     dumps,
     load_records,
     record_path,
@@ -164,10 +165,11 @@ def _kept_records(
                 old = existing.get(split, {}).get(strategy, {}).get(seed)
                 if old is None:
                     continue
-                if old["config"] != record["config"]:
+                differing = config_differences(old["config"], record["config"])
+                if differing:
                     raise InvalidArgument(
                         f"--merge: {split}/{strategy}-seed{seed} is in both with different run "
-                        f"configs ({', '.join(_differing(old['config'], record['config']))})"
+                        f"configs ({', '.join(differing)})"
                     )
                 kept.add((split, strategy, seed))
                 same = _accuracies(old) == _accuracies(record)

@@ -25,6 +25,7 @@ from fl_async.bench.grid import (
     split_grid_size,
 )
 from fl_async.bench.scenarios import STRATEGIES, is_run_name
+from fl_async.config import DEFAULTS
 from fl_async.validation import InvalidArgument
 
 RECORD_FORMAT = "fl-async-bench-record/1"
@@ -69,6 +70,19 @@ def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
         if key not in MACHINE_KEYS
         and not (key.partition(".")[0] in STRATEGIES and key.partition(".")[0] != strategy)
     }
+
+
+def setting(config: Mapping[str, Any], key: str) -> Any:
+    """``key``'s value in a record's run config. A key the config lacks was added to the schema
+    after the run was made, and a key is only ever added with a default that keeps what runs did
+    before, so the run used that default (None for a key the schema does not know)."""
+    return config[key] if key in config else DEFAULTS.get(key)
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The run-config keys whose settings differ between two records (``setting``: a key one of
+    them lacks counts as its default), sorted."""
+    return sorted(k for k in set(old) | set(new) if setting(old, k) != setting(new, k))
 
 
 def _grid_section(history: History, grid_size: int) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from fl_async.bench.records import (
     make_record,
     record_grid,
     record_note,
+    setting,
     split_records,
 )
 from fl_async.bench.scenarios import BASELINE, is_run_name
@@ -356,7 +357,7 @@ def _variant_lines(records: Records) -> list[str]:
                 key not in defaults
                 and key not in _PER_RUN_KEYS
                 and baseline
-                and value != baseline.get(key)
+                and value != setting(baseline, key)
             )
         }
         shown = " ".join(f"{key}={value!r}" for key, value in changed.items()) or "no changes"
