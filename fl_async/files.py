@@ -1,9 +1,10 @@
 """Writing a file so that a reader, or a crash, never sees half of it.
 
-Every file fl-async leaves behind (histories, checkpoints, the checkpoint lease, bench records and
-suite files) goes through ``write_atomically``: the bytes go to a temporary file beside the
-target, are synced to disk, and the temporary file is renamed over the target, which on POSIX
-replaces it in one step.
+The files a later run reads back to resume or to build tables (a run's history, the checkpoint
+and its lease, bench records and suite files) go through ``write_atomically``: the bytes go to a
+temporary file beside the target, are synced to disk, and the temporary file is renamed over the
+target, which on POSIX replaces it in one step. Reports and plots, made again on every call, are
+written directly.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from fl_async.bench.export import SUITE_FORMAT, export_suite, is_records_folder,
 from fl_async.bench.records import RECORD_FORMAT, dumps, load_records, make_record
 from fl_async.bench.runner import run_suite
 from fl_async.cli import main as fl_async_main
+from fl_async.config import DEFAULTS
 from fl_async.validation import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,8 +209,6 @@ def test_merge_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 def test_merge_takes_a_key_added_since_a_record_at_its_default(tmp_path: Path) -> None:
     """A run made after the schema gained a key (at the default that keeps what runs did) is the
     same run as one recorded before: the merge keeps the record; another value is refused."""
-    from fl_async.config import DEFAULTS
-
     records = tmp_path / "records"
     export_suite(_suite_part(tmp_path / "part", (0,), "2026-11-23T01:00:00+0000"), records)
     for value, kept in ((DEFAULTS["synthetic.devices"], True), (7, False)):

@@ -29,6 +29,7 @@ from fl_async.bench.records import (
 from fl_async.bench.scenarios import BASELINE, is_run_name
 from fl_async.bench.summary import PerRun, as_json, strategy_order, summarize
 from fl_async.bench.table import markdown_table, notes, per_seed_table
+from fl_async.config import PRESET_TABLES
 from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 
 REPORT = "report.md"
@@ -338,8 +339,6 @@ _PER_RUN_KEYS = {"strategy", "num-rounds", "max-virtual-time", "eval-every", "ev
 def _variant_lines(records: Records) -> list[str]:
     """One line naming each variant's preset and the keys it sets: those of its preset's table
     that differ from the preset's defaults and the shared ones that differ from SSGD's run."""
-    from fl_async.config import PRESET_TABLES
-
     described = []
     for name in sorted(records, key=strategy_order):
         record = next(iter(records[name].values()))
