@@ -25,7 +25,7 @@ from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import history_of, write_results
 from fl_async.clients import training
-from fl_async.clients.device import select_device
+from fl_async.clients.device import limit_torch_threads, select_device
 from fl_async.clients.node_data import RunData, load_run_data, new_model
 from fl_async.data import Examples
 from fl_async.extras import require
@@ -45,15 +45,25 @@ def main(grid: Grid, context: Context) -> None:
 
 
 class CentralEvaluation:
-    """``evaluate_fn`` for the strategy: loss and accuracy of a model on a test set."""
+    """``evaluate_fn`` for the strategy: loss and accuracy of a model on a test set.
 
-    def __init__(self, model: nn.Module, test: Examples, device: torch.device) -> None:
+    ``threads`` is the run config's setting: 0 evaluates on one torch thread in a simulation,
+    where the ServerApp shares the cores with the ClientApps' actors, and with torch's default
+    elsewhere (``limit_torch_threads``). It is applied at each call: Flower starts Ray beside
+    the ServerApp, not before it.
+    """
+
+    def __init__(
+        self, model: nn.Module, test: Examples, device: torch.device, threads: int = 0
+    ) -> None:
         self.model = model
         self.test = test
         self.device = device
+        self.threads = threads
 
     def __call__(self, server_step: int, arrays: ArrayRecord) -> MetricRecord:
         """Metrics of ``arrays`` (the global model at ``server_step``)."""
+        limit_torch_threads(self.threads)
         set_weights(self.model, arrays.to_numpy_ndarrays())
         metrics = training.evaluate(self.model, self.test, device=self.device)
         return MetricRecord({"accuracy": metrics["accuracy"], "loss": metrics["loss"]})
@@ -134,7 +144,7 @@ def _train(
         num_rounds=config.num_rounds,
         timeout=config.timeout,
         train_config=ConfigRecord(config.train_config()),
-        evaluate_fn=CentralEvaluation(model, test, select_device(config.device)),
+        evaluate_fn=_evaluation(config, model, test),
         max_updates=config.max_updates,
         max_virtual_time=config.max_virtual_time,
         max_wall_time=config.max_wall_time,
@@ -154,8 +164,14 @@ def _train_flower_fedavg(
         num_rounds=config.num_rounds,
         timeout=config.timeout,
         train_config=ConfigRecord(config.train_config()),
-        evaluate_fn=CentralEvaluation(model, test, select_device(config.device)),
+        evaluate_fn=_evaluation(config, model, test),
         federated_evaluation=config.federated_evaluation,
+    )
+
+
+def _evaluation(config: AppConfig, model: nn.Module, test: Examples) -> CentralEvaluation:
+    return CentralEvaluation(
+        model, test, select_device(config.device), threads=int(config.values["threads"])
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from logging import INFO
@@ -27,7 +28,7 @@ from flwr.common.logger import log
 from torch import nn
 
 from fl_async.clients import training
-from fl_async.clients.device import select_device
+from fl_async.clients.device import in_ray_simulation, limit_torch_threads, select_device
 from fl_async.clients.node_data import NodeData, load_node_data, new_model
 from fl_async.config import DataSpec, TrainSpec, read
 from fl_async.data import FederatedData
@@ -133,9 +134,25 @@ def _received_model(
         record = next(iter(records.values()))
     else:
         raise ValueError(f"expected an ArrayRecord {ARRAYS_KEY!r}, got {sorted(records)}")
-    model = new_model(DataSpec.from_config(run_config), data)
+    model = _model_for(DataSpec.from_config(run_config), data)
     set_weights(model, record.to_numpy_ndarrays())
     return list(record.keys()), model
+
+
+_models = threading.local()
+
+
+def _model_for(spec: DataSpec, data: FederatedData) -> nn.Module:
+    """This thread's model of ``spec`` for ``data``'s shape, built once and reused by every
+    task: a Ray actor serves many virtual nodes in turn, and a model built per task cost more
+    than its weights' copy. Every task loads all of the model's state (``set_weights``) and
+    builds its own optimizer, so a reused model trains exactly as a new one."""
+    key = (spec.model, data.input_shape, data.num_classes)
+    cache: dict = _models.__dict__.setdefault("by_key", {})
+    if key not in cache:
+        cache.clear()  # one run's model at a time: a process that serves another run rebuilds
+        cache[key] = new_model(spec, data)
+    return cache[key]
 
 
 def _task_seed(
@@ -160,21 +177,12 @@ def _device(context: Context) -> torch.device:
 
 def _limit_threads(context: Context) -> None:
     """Apply ``threads`` (node config, else run config); 0 means one thread inside a Ray actor
-    and torch's default elsewhere.
-
-    In simulation, each Ray actor already has its own core: a second torch thread per actor
-    only competes with the other actors (docs/data.md measures it slower on two cores).
-    """
-    threads = int(read("threads", context.node_config, context.run_config))
-    ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded
-    in_ray = ray is not None and ray.is_initialized()
-    if threads == 0:
-        threads = 1 if in_ray else 0
-    if threads > 0 and torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-    if in_ray:
+    and torch's default elsewhere (``limit_torch_threads``)."""
+    threads = limit_torch_threads(int(read("threads", context.node_config, context.run_config)))
+    if in_ray_simulation():
+        ray = sys.modules["ray"]
         node = f"{ray.get_runtime_context().get_node_id()} ({ray.util.get_node_ip_address()})"
-        _announce_ray_worker(node, torch.get_num_threads())
+        _announce_ray_worker(node, threads)
 
 
 @functools.cache

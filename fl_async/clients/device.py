@@ -1,8 +1,10 @@
-"""``select_device``: CUDA, then Apple's MPS, then the CPU, unless the user names one."""
+"""``select_device``: CUDA, then Apple's MPS, then the CPU, unless the user names one;
+``limit_torch_threads``: the torch threads of a ClientApp or of the ServerApp's evaluation."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 import torch
 
@@ -47,3 +49,25 @@ def select_device(preference: str = "auto") -> torch.device:
             f"{torch.cuda.device_count()} CUDA device(s) visible"
         )
     return torch.device(choice)
+
+
+def in_ray_simulation() -> bool:
+    """Whether this process runs inside a Ray simulation: a Ray actor, or the process that
+    started Ray (Flower's simulation runs the ServerApp there, beside its actors)."""
+    ray = sys.modules.get("ray")  # never imported here: only a Ray process has it loaded
+    return ray is not None and ray.is_initialized()
+
+
+def limit_torch_threads(threads: int) -> int:
+    """Apply a ``threads`` setting to torch in this process; the count in force after it.
+
+    ``threads`` > 0 is used as given; 0 means one thread inside a Ray simulation and torch's
+    default elsewhere. In a simulation every core already runs an actor: a second torch thread
+    in a process only competes with them, and a parallel op that waits for a thread the kernel
+    gave to another process stalls (docs/running.md, "Threads").
+    """
+    if threads == 0 and in_ray_simulation():
+        threads = 1
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
