@@ -77,6 +77,11 @@ def test_undocumented_public_names_are_found(package: Path) -> None:
         "pkg.Child.new",
         "pkg.undocumented_function",
     ]
+    # A directive for one class checks that class and its members (inherited ones too).
+    assert docstrings.undocumented("pkg.Child", search_paths=[str(package)]) == [
+        "pkg.Base.bare",
+        "pkg.Child.new",
+    ]
 
 
 def test_an_api_page_with_an_undocumented_name_warns(

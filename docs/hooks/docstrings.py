@@ -1,9 +1,10 @@
 """MkDocs hook: a public name without a docstring fails ``mkdocs build --strict``.
 
 mkdocstrings leaves an undocumented name out of the page without a word, so this hook checks what
-each API page documents (its ``::: module`` lines): every name in the module's ``__all__`` has a
-docstring, and so has every public method and property of the classes among them (inherited ones
-too, as the pages show them), unless it overrides a documented one of a base class. It reads the
+each API page documents (its ``::: module`` or ``::: module.Class`` lines): every name in the
+module's ``__all__`` (or that class) has a docstring, and so has every public method and property
+of the classes among them, inherited ones included (a page may show them), unless it overrides a
+documented one of a base class. It reads the
 sources with griffe, as mkdocstrings does, so nothing is imported. Each missing docstring is a
 warning, which strict mode turns into a failed build.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import griffe
@@ -44,16 +45,20 @@ def undocumented(module_path: str, search_paths: Sequence[str] | None = None) ->
     The sources are read from ``search_paths``, by default the repository's root.
     """
     paths = [str(ROOT)] if search_paths is None else list(search_paths)
-    module = griffe.load(module_path, search_paths=paths, resolve_aliases=True)
-    names = module.exports if module.exports is not None else list(module.members)
-    missing: list[str] = []
-    for name in sorted(str(name) for name in names):
-        obj = module[name].final_target if module[name].is_alias else module[name]
+    loaded = griffe.load(module_path, search_paths=paths, resolve_aliases=True)
+    if not loaded.is_module:  # a directive for one object, e.g. ``::: package.Class``
+        return sorted(set(_undocumented_objects([loaded])))
+    names = loaded.exports if loaded.exports is not None else list(loaded.members)
+    return sorted(set(_undocumented_objects(loaded[str(name)] for name in names)))
+
+
+def _undocumented_objects(objects: Iterable[griffe.Object | griffe.Alias]) -> Iterator[str]:
+    for obj in objects:
+        obj = obj.final_target if obj.is_alias else obj
         if not _documented(obj):
-            missing.append(obj.path)
+            yield obj.path
         if obj.is_class:
-            missing.extend(_undocumented_members(obj))
-    return sorted(set(missing))
+            yield from _undocumented_members(obj)
 
 
 def _undocumented_members(cls: griffe.Class) -> Iterator[str]:
