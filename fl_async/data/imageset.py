@@ -14,6 +14,7 @@ from fl_async.data.features import FeatureSet
 from fl_async.validation import InvalidArgument, check_int
 
 Indices = Sequence[int] | np.ndarray | torch.Tensor
+"""Positions of examples in a split: a list or range of ints, an int array or tensor."""
 
 # Images per chunk when computing channel statistics: bounds the float64 copy to ~25 MB for CIFAR.
 _STATS_CHUNK = 1024

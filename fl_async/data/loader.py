@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 Source = Literal["auto", "torchvision", "huggingface"]
 SOURCES: tuple[str, ...] = get_args(Source)
+"""Where ``load_dataset(source=...)`` reads from; ``"auto"``: torchvision's files, else the Hub."""
 
 NAMES: tuple[str, ...] = (
     *HUB_IDS,
@@ -33,6 +34,7 @@ NAMES: tuple[str, ...] = (
     "<Hugging Face id, e.g. uoft-cs/cifar10>",
     "<path to a parquet/arrow dataset>",
 )
+"""What ``load_dataset`` accepts as a name: the known datasets, then the forms of the others."""
 
 
 @dataclass(frozen=True)

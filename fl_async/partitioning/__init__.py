@@ -1,10 +1,10 @@
 """Non-IID splits of a label array, how skewed they are, pictures of them, and adapters.
 
-Schemes (:mod:`.schemes`): ``iid``, ``dirichlet``, ``label_skew``, ``shards``, ``quantity_skew``,
+Schemes (``.schemes``): ``iid``, ``dirichlet``, ``label_skew``, ``shards``, ``quantity_skew``,
 ``natural`` (by owner: a writer, a device) and ``partition`` to pick one by name. Metrics
-(:mod:`.metrics`): ``count_matrix`` and ``heterogeneity``. Plots (:mod:`.plots`). Adapters
-(:mod:`.adapters`): ``labels_of``, ``owners_of`` and ``load_partition`` for torchvision and
-Hugging Face datasets, and flwr-datasets partitioners (:mod:`.partitioners`, loaded with
+(``.metrics``): ``count_matrix`` and ``heterogeneity``. Plots (``.plots``). Adapters
+(``.adapters``): ``labels_of``, ``owners_of`` and ``load_partition`` for torchvision and
+Hugging Face datasets, and flwr-datasets partitioners (``.partitioners``, loaded with
 flwr-datasets on first use).
 """
 

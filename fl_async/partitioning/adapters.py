@@ -86,12 +86,11 @@ def load_partition(
     Parameters
     ----------
     data : labels, torchvision dataset or datasets.Dataset
-        As for :func:`labels_of`.
+        As for ``labels_of``.
     partition_id : int
         Which partition, between 0 and ``num_partitions - 1``.
     num_partitions, scheme, seed, **params
-        As for :func:`~fl_async.partitioning.partition`, but ``seed`` must be an int (see
-        :func:`cached_split`).
+        As for ``partition``, but ``seed`` must be an int (see ``cached_split``).
     label_column : str
         Label column of a Hugging Face dataset.
 
@@ -112,7 +111,7 @@ def load_partition(
 def cached_split(
     labels: np.ndarray, scheme: str, num_partitions: int, seed: int, **params: Any
 ) -> Partitions:
-    """:func:`~fl_async.partitioning.partition`, memoised per process on the labels' content.
+    """``partition``, memoised per process on the labels' content.
 
     The returned arrays are read-only because they are shared by every caller. ``seed`` must be
     an int: a Generator's draws depend on its past use, so processes would disagree on the split.
@@ -159,7 +158,7 @@ def _hashable(value: Any) -> Any:
 
 
 def subset(data: Any, indices: np.ndarray) -> Any:
-    """Return the samples ``indices`` of ``data`` in its own form (see :func:`load_partition`)."""
+    """Return the samples ``indices`` of ``data`` in its own form (see ``load_partition``)."""
     if _is_hf_dataset(data):
         return data.select(indices)
     if _is_torch_dataset(data):

@@ -30,12 +30,12 @@ from flwr_datasets.partitioner import Partitioner  # noqa: E402
 
 
 class SchemePartitioner(Partitioner):
-    """Partition a ``datasets.Dataset`` with any scheme of :mod:`fl_async.partitioning`.
+    """Partition a ``datasets.Dataset`` with any scheme of ``fl_async.partitioning``.
 
     Parameters
     ----------
     scheme : str
-        A scheme name, as for :func:`~fl_async.partitioning.partition`.
+        A scheme name, as for ``partition``.
     num_partitions : int
         Number of partitions.
     partition_by : str or None
@@ -104,7 +104,7 @@ class IidPartitioner(SchemePartitioner):
 
 
 class DirichletPartitioner(SchemePartitioner):
-    """Each class split in proportions drawn from Dir(alpha); see :func:`~.schemes.dirichlet`."""
+    """Each class split in proportions drawn from Dir(alpha); see ``dirichlet``."""
 
     def __init__(
         self,
@@ -130,7 +130,7 @@ class DirichletPartitioner(SchemePartitioner):
 
 
 class LabelSkewPartitioner(SchemePartitioner):
-    """Exactly ``classes_per_partition`` classes per partition; see :func:`~.schemes.label_skew`."""
+    """Exactly ``classes_per_partition`` classes per partition; see ``label_skew``."""
 
     def __init__(
         self, num_partitions: int, partition_by: str, classes_per_partition: int, *, seed: int = 42
@@ -147,7 +147,7 @@ class LabelSkewPartitioner(SchemePartitioner):
 
 
 class ShardsPartitioner(SchemePartitioner):
-    """Label-sorted shards, ``shards_per_partition`` each; see :func:`~.schemes.shards`."""
+    """Label-sorted shards, ``shards_per_partition`` each; see ``shards``."""
 
     def __init__(
         self, num_partitions: int, partition_by: str, shards_per_partition: int, *, seed: int = 42
@@ -162,7 +162,7 @@ class ShardsPartitioner(SchemePartitioner):
 
 
 class QuantitySkewPartitioner(SchemePartitioner):
-    """IID labels, sizes drawn from Dir(alpha); see :func:`~.schemes.quantity_skew`."""
+    """IID labels, sizes drawn from Dir(alpha); see ``quantity_skew``."""
 
     def __init__(
         self,
@@ -186,7 +186,7 @@ class QuantitySkewPartitioner(SchemePartitioner):
 
 class NaturalPartitioner(SchemePartitioner):
     """Each natural owner (a value of the ``partition_by`` column, e.g. a writer) wholly in one
-    partition; see :func:`~.schemes.natural`.
+    partition; see ``natural``.
 
     Unlike flwr-datasets' ``NaturalIdPartitioner`` (one partition per id, in sorted order), the
     number of partitions is chosen: the owners, in a seeded random order, are dealt round-robin.
