@@ -21,6 +21,7 @@ from pathlib import Path
 from fl_async.app.results import HISTORY
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
+from fl_async.bench.records import summary
 from fl_async.bench.runner import (
     BASELINE,
     RUN_LOG,
@@ -190,6 +191,6 @@ class _Loop:
 
 
 def _final_accuracy(directory: Path) -> float | None:
-    """The run's final accuracy (its last central evaluation), as its history says."""
-    value = json.loads((directory / HISTORY).read_text()).get("final-accuracy")
+    """The run's final accuracy (its last central evaluation), as its record would say."""
+    value = summary(json.loads((directory / HISTORY).read_text()))["final-accuracy"]
     return None if value is None else float(value)
