@@ -119,6 +119,8 @@ class _Loop:
         try:
             while self.pending or self.running:
                 self._start_ready(pool, start)
+                if not self.running:  # what still waits has no SSGD run to come: never starts
+                    self._block(list(self.pending))
                 if self.running:
                     ended, _ = wait(self.running, timeout=POLL, return_when=FIRST_COMPLETED)
                     for future in ended:
@@ -138,9 +140,7 @@ class _Loop:
             if budget == "wait":
                 continue
             if budget == "blocked":
-                self.pending.remove(planned)
-                self.outcome.blocked.append(planned.directory)
-                self.progress.blocked(planned.label)
+                self._block([planned])
                 continue
             config = self._config(planned, budget)
             if is_done(planned.directory):
@@ -150,6 +150,13 @@ class _Loop:
                 self.pending.remove(planned)
                 self.progress.start(planned.label, planned.directory)
                 self.running[pool.submit(start, planned, config)] = planned
+
+    def _block(self, runs: list[Planned]) -> None:
+        """Give up on runs whose budget will not be known (their SSGD run failed)."""
+        for planned in runs:
+            self.pending.remove(planned)
+            self.outcome.blocked.append(planned.directory)
+            self.progress.blocked(planned.label)
 
     def _config(self, planned: Planned, budget: float | None) -> dict:
         """The run's config, made and checked against its folder once."""
