@@ -24,6 +24,8 @@ from cifar_files import fixture_checksums, make_cifar100, trust_fixture_checksum
 from fl_async.app import preflight
 from fl_async.app.config import parse_run_config
 from fl_async.bench import cli as bench_cli
+from fl_async.bench import commands as bench_commands
+from fl_async.bench import options as bench_options
 from fl_async.bench.runner import planned_runs
 from fl_async.models import build_model, get_weights, set_weights
 from fl_async.protocol import to_record
@@ -72,8 +74,8 @@ def test_the_bench_plans_cifar100_suites_the_app_accepts(tmp_path, monkeypatch):
         ["--dataset", "cifar100", "--scenario", "b", "--data-root", str(data_root)]
         + ["--run-config", "model='resnet8'", "--out", str(tmp_path / "suite")]
     )
-    spec = bench_cli.build_spec(args)
-    bench_cli.check_dataset(spec)  # the labels are read, as before the suite's first run
+    spec = bench_options.build_spec(args)
+    bench_commands.check_dataset(spec)  # the labels are read, as before the suite's first run
     assert len(planned_runs(spec, tmp_path / "suite")) == 2 * 3  # two splits, three strategies
     for split in spec.scenario.splits:
         for strategy in spec.ordered_strategies():

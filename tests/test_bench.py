@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from fl_async.bench import metrics, runner, stats
-from fl_async.bench.cli import add_arguments, build_spec
+from fl_async.bench.cli import add_arguments
 from fl_async.bench.cli import run as cli_run
 from fl_async.bench.grid import NO_GRID, derive_grid, grid_note, run_grid
+from fl_async.bench.options import build_spec
 from fl_async.bench.report import load_runs, run_metrics, split_metrics, write_report
-from fl_async.bench.runner import RUN_FILE, SuiteError, SuiteSpec, run_dir, run_suite
+from fl_async.bench.runner import RUN_FILE, SuiteError, SuiteSpec, run_dir
 from fl_async.bench.scenarios import SCENARIOS, eval_every, to_run_config_text
+from fl_async.bench.schedule import run_suite
 from fl_async.bench.summary import summarize
 from fl_async.bench.table import markdown_table, per_seed_table
 from fl_async.cli import main as fl_async_main
@@ -306,6 +308,9 @@ class FakeLaunch:
         record["config"].update(config)
         Path(config["output-dir"], "history.json").write_text(json.dumps(record))
         return 0
+
+    def stop_all(self) -> None:
+        """Nothing to stop: every fake run ends before the call returns."""
 
 
 def test_run_suite_runs_ssgd_first_and_gives_its_time_as_budget(tmp_path: Path) -> None:

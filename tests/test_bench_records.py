@@ -11,10 +11,10 @@ import pytest
 from test_bench import SUITE, FakeLaunch, old, run, spec, ssgd, write_runs
 
 from fl_async.bench.blocks import find_blocks, generate, repository_root
-from fl_async.bench.cli import run_tables
+from fl_async.bench.commands import run_tables
 from fl_async.bench.export import SUITE_FORMAT, export_suite, is_records_folder, merge_suite
 from fl_async.bench.records import RECORD_FORMAT, dumps, load_records, make_record
-from fl_async.bench.runner import run_suite
+from fl_async.bench.schedule import run_suite
 from fl_async.cli import main as fl_async_main
 from fl_async.config import DEFAULTS
 from fl_async.validation import InvalidArgument

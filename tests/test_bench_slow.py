@@ -10,6 +10,7 @@ import pytest
 from idx_files import make_idx_set
 
 from fl_async.bench.grid import derive_grid
+from fl_async.bench.records import load_records
 from fl_async.cli import main
 
 
@@ -89,3 +90,36 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
         assert history["num-updates"] > 0
     assert len(history["grid-evaluations"]) == 40  # the default grid, for Trend-Smooth
     assert "fashion-mnist, 5 nodes" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_tiny_sweep_with_two_jobs_records_what_one_job_does(tmp_path: Path) -> None:
+    """2 strategies x 2 server rates x 1 seed, run 2 at a time and then 1 at a time: the same
+    records (but wall times), and the same choice."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[grid.ssgd]\nlr = [1.0, 0.5]\n[grid.asgd]\nlr = ["auto", 0.5]\n')
+    records, chosen = {}, {}
+    for jobs in (2, 1):
+        out = tmp_path / f"jobs{jobs}"
+        argv = [
+            "bench", "--sweep", str(grid), "--splits", "dirichlet", "--seeds", "0",
+            "--nodes", "3", "--rounds", "2", "--grid", "4", "--actors", "1",
+            "--run-config", "local-steps=2", "--jobs", str(jobs), "--out", str(out),
+        ]  # fmt: skip
+        assert main(argv) == 0
+        assert main(["bench", "--out", str(out), "--export", str(tmp_path / f"r{jobs}")]) == 0
+        records[jobs] = _without_wall_times(load_records(tmp_path / f"r{jobs}"))
+        chosen[jobs] = json.loads((out / "tuned.json").read_text())["chosen"]
+    assert set(records[1]["dirichlet"]) == {"ssgd", "ssgd-lr0.5", "asgd", "asgd-lr0.5"}
+    assert records[2] == records[1]
+    assert chosen[2] == chosen[1] and set(chosen[1]) == {"ssgd", "asgd"}
+
+
+def _without_wall_times(value: object) -> object:
+    """``value`` without its wall-clock fields (wall times, the time a run started)."""
+    if isinstance(value, dict):
+        dropped = {"wall-time", "started-at"}
+        return {k: _without_wall_times(v) for k, v in value.items() if k not in dropped}
+    if isinstance(value, list):
+        return [_without_wall_times(v) for v in value]
+    return value

@@ -165,7 +165,7 @@ def test_addresses_and_federation_options():
 def test_bench_runs_every_run_on_the_cluster(no_superlink, grpc_head, monkeypatch, tmp_path):
     calls = []
 
-    def run_and_report(spec, out, actors, ray_address=None):
+    def run_and_report(spec, out, actors, ray_address=None, **launching):
         calls.append((actors, ray_address))
         return 0
 

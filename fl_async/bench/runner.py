@@ -1,4 +1,5 @@
-"""Run a suite: one ``python -m fl_async.app`` (the launcher) per strategy, split and seed.
+"""A suite's settings and its runs: one ``python -m fl_async.app`` (the launcher) per strategy,
+split and seed (``fl_async.bench.schedule`` runs them, K at a time).
 
 Layout of a suite folder::
 
@@ -14,8 +15,6 @@ belongs to other settings.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -166,40 +165,6 @@ def check_existing(directory: Path, config: dict) -> None:
         )
 
 
-Launch = Callable[[list[str], Path], int]
-"""Runs a command with its output sent to a log file; returns the exit code."""
-
-
-def launch_subprocess(command: list[str], log: Path) -> int:
-    """Run ``command`` with stdout/stderr to ``log``; an interrupt stops it cleanly first.
-
-    The launcher stops its SuperLink on SIGINT, so SIGINT is what it gets when this process is
-    interrupted or terminated. A shell starts background jobs with SIGINT ignored, and Python
-    then never raises KeyboardInterrupt: the launcher gets SIGINT's default back.
-    """
-    with log.open("w") as stream:
-        process = subprocess.Popen(
-            command, stdout=stream, stderr=subprocess.STDOUT, preexec_fn=_default_sigint
-        )
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            process.send_signal(signal.SIGINT)
-            process.wait()
-            raise
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def launcher_command(
     config: dict, *, nodes: int, actors: int, app_dir: Path, ray_address: str | None = None
 ) -> list[str]:
@@ -248,60 +213,18 @@ def validate(spec: SuiteSpec) -> None:
                 raise SuiteError(str(error)) from error
 
 
-def run_suite(
-    spec: SuiteSpec,
-    out: Path,
-    *,
-    actors: int = 2,
-    ray_address: str | None = None,
-    app_dir: Path | None = None,
-    launch: Launch = launch_subprocess,
-    echo: Callable[[str], None] = print,
-) -> SuiteOutcome:
-    """Run every planned run that is not done yet; seed-major, so a cut-short suite is balanced.
-    With ``ray_address``, every run trains on that Ray cluster (``actors`` does not apply)."""
-    validate(spec)
-    out.mkdir(parents=True, exist_ok=True)
-    _record_call(out, spec)
-    app_dir = app_dir or default_app_dir()
-    outcome = SuiteOutcome()
-    for split in spec.scenario.splits:
-        for seed in spec.seeds:
-            budget = spec.max_virtual_time
-            for strategy in spec.ordered_strategies():
-                directory = run_dir(out, split, strategy, seed)
-                if budget is None and strategy != BASELINE:
-                    baseline = run_dir(out, split, BASELINE, seed)
-                    if not is_done(baseline):
-                        outcome.blocked.append(directory)
-                        continue
-                    budget = baseline_budget(baseline)
-                config = spec.config(strategy, split, seed, budget)
-                config["output-dir"] = str(directory.resolve())
-                check_existing(directory, config)
-                if is_done(directory):
-                    outcome.skipped.append(directory)
-                    continue
-                echo(f"bench: {split} seed {seed} {strategy} -> {directory}")
-                status = _run_one(
-                    config, directory, spec, app_dir, launch, actors=actors, ray_address=ray_address
-                )
-                (outcome.ran if status == 0 else outcome.failed).append(directory)
-                if status != 0:
-                    echo(f"bench: {strategy} seed {seed} failed (exit {status}); see {directory}")
-    return outcome
-
-
-def _run_one(
+def run_one(
     config: dict,
     directory: Path,
     spec: SuiteSpec,
     app_dir: Path,
-    launch: Launch,
+    launch: Callable[[list[str], Path], int],
     *,
     actors: int,
     ray_address: str | None,
 ) -> int:
+    """Run one run of the suite into ``directory`` with ``launch``, its command and exit code in
+    ``bench-run.json``; its exit code (1 when it ended without a history)."""
     directory.mkdir(parents=True, exist_ok=True)
     command = launcher_command(
         config, nodes=spec.nodes, actors=actors, app_dir=app_dir, ray_address=ray_address
@@ -317,7 +240,8 @@ def _run_one(
     return status
 
 
-def _record_call(out: Path, spec: SuiteSpec) -> None:
+def record_call(out: Path, spec: SuiteSpec) -> None:
+    """Add this call (time, command line, settings) to the suite folder's ``suite.json``."""
     path = out / SUITE_FILE
     suite = json.loads(path.read_text()) if path.is_file() else {"calls": []}
     suite["calls"].append(

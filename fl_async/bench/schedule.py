@@ -1,0 +1,203 @@
+"""Run a suite's runs that are not done yet, ``jobs`` at a time, each its own simulation.
+
+Runs start in the order of ``planned_runs`` (split by split, seed by seed, SSGD first), as soon
+as a slot is free and their budget is known: when SSGD's ``rounds`` set the budget, a run waits
+for its seed's SSGD run, and is not run (blocked) when that one failed. With one job at a time
+this is the order of a sequential suite, and a run's record does not depend on what ran beside
+it (each run is seeded and reads only the virtual clock), so ``--jobs`` changes only wall times.
+Every wait is bounded: the loop wakes every ``POLL`` seconds, and an interrupt stops every run
+still going (``Launch.stop_all``) before it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from fl_async.app.results import HISTORY
+from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
+from fl_async.bench.progress import Progress, RunLabel
+from fl_async.bench.records import summary
+from fl_async.bench.runner import (
+    BASELINE,
+    RUN_LOG,
+    SuiteOutcome,
+    SuiteSpec,
+    baseline_budget,
+    check_existing,
+    default_app_dir,
+    is_done,
+    record_call,
+    run_dir,
+    run_one,
+    validate,
+)
+from fl_async.validation import check_int
+
+POLL = 1.0
+"""Seconds between two looks at the runs going (and at an interrupt)."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of the suite: its label and its folder."""
+
+    label: RunLabel
+    directory: Path
+
+
+def run_suite(
+    spec: SuiteSpec,
+    out: Path,
+    *,
+    actors: int = 2,
+    ray_address: str | None = None,
+    app_dir: Path | None = None,
+    launch: Launch | None = None,
+    jobs: int = 1,
+    echo: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+) -> SuiteOutcome:
+    """Run every planned run that is not done yet, ``jobs`` at once (each with ``actors``
+    ClientApps, or on the Ray cluster at ``ray_address``), printing the progress through
+    ``echo``; ``launch`` defaults to ``Subprocesses()``."""
+    check_int("--jobs", jobs, minimum=1)
+    validate(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    record_call(out, spec)
+    app_dir = app_dir or default_app_dir()
+    launch = launch or Subprocesses()
+    plan = [
+        Planned(RunLabel(split, seed, strategy), run_dir(out, split, strategy, seed))
+        for split in spec.scenario.splits
+        for seed in spec.seeds
+        for strategy in spec.ordered_strategies()
+    ]
+    progress = Progress(sum(not is_done(p.directory) for p in plan), jobs, echo, clock)
+
+    def start(planned: Planned, config: dict) -> int:
+        return run_one(
+            config, planned.directory, spec, app_dir, launch, actors=actors, ray_address=ray_address
+        )
+
+    with terminate_as_interrupt():
+        return _Loop(spec, out, plan, jobs, launch, progress).run(start)
+
+
+class _Loop:
+    """The state of one call of ``run_suite``: what waits, what runs, what ended."""
+
+    def __init__(
+        self,
+        spec: SuiteSpec,
+        out: Path,
+        plan: list[Planned],
+        jobs: int,
+        launch: Launch,
+        progress: Progress,
+    ) -> None:
+        self.spec = spec
+        self.out = out
+        self.budgets: dict[Path, float] = {}
+        """SSGD's final virtual time by its folder, read once."""
+        self.configs: dict[Path, dict] = {}
+        """The run config of each pending run whose budget is known (checked against its folder)."""
+        self.pending = list(plan)
+        self.jobs = jobs
+        self.launch = launch
+        self.progress = progress
+        self.running: dict[Future, Planned] = {}
+        self.outcome = SuiteOutcome()
+
+    def run(self, start: Callable[[Planned, dict], int]) -> SuiteOutcome:
+        """Start what can start, wait (bounded) for a run to end, until nothing is left."""
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="bench-run")
+        try:
+            while self.pending or self.running:
+                self._start_ready(pool, start)
+                if not self.running:  # what still waits has no SSGD run to come: never starts
+                    self._block(list(self.pending))
+                if self.running:
+                    ended, _ = wait(self.running, timeout=POLL, return_when=FIRST_COMPLETED)
+                    for future in ended:
+                        self._ended(future)
+        finally:
+            if self.running:  # an interrupt, or a folder of other settings: stop what runs
+                self.launch.stop_all()
+                wait(self.running, timeout=2 * STOP_GRACE)
+            pool.shutdown(wait=False, cancel_futures=True)
+        return self.outcome
+
+    def _start_ready(self, pool: ThreadPoolExecutor, start: Callable[[Planned, dict], int]) -> None:
+        """Settle every pending run that can be settled: done (skipped), blocked, or started
+        while a slot is free; a run whose seed's SSGD run is still to come keeps waiting."""
+        for planned in list(self.pending):
+            budget = self._budget(planned)
+            if budget == "wait":
+                continue
+            if budget == "blocked":
+                self._block([planned])
+                continue
+            config = self._config(planned, budget)
+            if is_done(planned.directory):
+                self.pending.remove(planned)
+                self.outcome.skipped.append(planned.directory)
+            elif len(self.running) < self.jobs:
+                self.pending.remove(planned)
+                self.progress.start(planned.label, planned.directory)
+                self.running[pool.submit(start, planned, config)] = planned
+
+    def _block(self, runs: list[Planned]) -> None:
+        """Give up on runs whose budget will not be known (their SSGD run failed)."""
+        for planned in runs:
+            self.pending.remove(planned)
+            self.outcome.blocked.append(planned.directory)
+            self.progress.blocked(planned.label)
+
+    def _config(self, planned: Planned, budget: float | None) -> dict:
+        """The run's config, made and checked against its folder once."""
+        if planned.directory not in self.configs:
+            label = planned.label
+            config = self.spec.config(label.strategy, label.split, label.seed, budget)
+            config["output-dir"] = str(planned.directory.resolve())
+            check_existing(planned.directory, config)
+            self.configs[planned.directory] = config
+        return self.configs[planned.directory]
+
+    def _budget(self, planned: Planned) -> float | None | str:
+        """The run's virtual-time budget (None: SSGD's rounds), or "wait" while its seed's SSGD
+        run is still pending or running, or "blocked" when that one failed."""
+        label = planned.label
+        if not self.spec.budget_from_baseline() or label.strategy == BASELINE:
+            return self.spec.max_virtual_time
+        baseline = run_dir(self.out, label.split, BASELINE, label.seed)
+        if baseline not in self.budgets and is_done(baseline):
+            self.budgets[baseline] = baseline_budget(baseline)
+        if baseline in self.budgets:
+            return self.budgets[baseline]
+        if baseline in self.outcome.failed or baseline in self.outcome.blocked:
+            return "blocked"
+        return "wait"
+
+    def _ended(self, future: Future) -> None:
+        """Count a run that ended and print its line (a run whose thread raised has failed)."""
+        planned = self.running.pop(future)
+        error = future.exception()
+        status = 1 if error is not None else future.result()
+        if error is not None:
+            with (planned.directory / RUN_LOG).open("a") as log:
+                log.write(f"\nfl-async bench: the run could not be started: {error!r}\n")
+        (self.outcome.ran if status == 0 else self.outcome.failed).append(planned.directory)
+        queued = [p.label.strategy for p in self.pending]
+        accuracy = _final_accuracy(planned.directory) if status == 0 else None
+        self.progress.finish(planned.label, status, accuracy, queued, planned.directory / RUN_LOG)
+
+
+def _final_accuracy(directory: Path) -> float | None:
+    """The run's final accuracy (its last central evaluation), as its record would say."""
+    value = summary(json.loads((directory / HISTORY).read_text()))["final-accuracy"]
+    return None if value is None else float(value)
