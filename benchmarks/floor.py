@@ -200,8 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for k in range(args.repeats):
             runs.append(measure(workload, args.processes))
-            print(f"{workload} {k + 1}/{args.repeats}: " + json.dumps(
-                {key: runs[-1][key] for key in ("efficiency", "run-wall", "floor", "startup")}))
+            print(
+                f"{workload} {k + 1}/{args.repeats}: "
+                + json.dumps(
+                    {key: runs[-1][key] for key in ("efficiency", "run-wall", "floor", "startup")}
+                )
+            )
         result["workloads"][workload] = {"command": WORKLOADS[workload],
                                          "summary": summarise(runs), "runs": runs}  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S")

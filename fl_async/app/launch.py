@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fl_async.app import cluster, superlink
+from fl_async.app.staging import staged_app
 from fl_async.config import DEFAULTS
 
 if TYPE_CHECKING:
@@ -134,7 +135,8 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
             env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
         )
         try:
-            run_id = _flwr_run(plan, args, env, address)
+            with staged_app(plan.app_dir) as app:
+                run_id = _flwr_run(plan, app, args, env, address)
             status = _status(run_id, process, env, cwd=plan.app_dir)
         except KeyboardInterrupt:
             print("fl-async: interrupted; stopping the SuperLink and the simulation")
@@ -171,14 +173,15 @@ def _signals_held() -> Iterator[None]:
 
 
 def _flwr_run(
-    plan: Plan, args: argparse.Namespace, env: dict[str, str], address: str | None
+    plan: Plan, app: Path, args: argparse.Namespace, env: dict[str, str], address: str | None
 ) -> int | None:
-    """``flwr run --stream``, its output echoed; the run id it reported, if any."""
+    """``flwr run --stream`` of ``app`` (the staged copy of ``plan.app_dir``), its output
+    echoed; the run id it reported, if any."""
     federation = f"num-supernodes={plan.nodes} {cluster.federation_options(address, args.actors)}"
     command = [
         "flwr",
         "run",
-        str(plan.app_dir),
+        str(app),
         "local",
         "--stream",
         "--federation-config",
