@@ -31,9 +31,13 @@ from fl_async.aggregators import (
 
 RULES: dict[str, Callable[[], Aggregator]] = {
     "SSGD": SSGD,
+    "SSGD(median)": lambda: SSGD(combine="median"),
+    "SSGD(trimmed-mean)": lambda: SSGD(combine="trimmed-mean"),
     "ASGD": lambda: ASGD(lr=0.1),
     "FedAsync": FedAsync,
     "FedBuff": lambda: FedBuff(buffer_size=10),
+    "FedBuff(median)": lambda: FedBuff(buffer_size=10, combine="median"),
+    "FedBuff(trimmed-mean)": lambda: FedBuff(buffer_size=10, combine="trimmed-mean"),
     "DCASGD": DCASGD,
     "DCASGD(adaptive)": lambda: DCASGD(adaptive=True),
     "GSGM": GSGM,

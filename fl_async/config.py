@@ -37,6 +37,8 @@ MODELS: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8", "logreg")
 """The names of ``fl_async.models.MODEL_NAMES``."""
 SYNTHETIC = "synthetic"
 """The generated dataset (``fl_async.data.synthetic.NAME``): always split by device (natural)."""
+GUARD_MODES: tuple[str, ...] = ("reject", "clip")
+"""What the update guard does with an update out of line (``fl_async.aggregators.guard.MODES``)."""
 SYNTHETIC_MIN_SAMPLES = 50
 """Every Synthetic device's least number of samples (``fl_async.data.synthetic.MIN_SAMPLES``)."""
 
@@ -94,6 +96,13 @@ def _sample_cap(name: str, value: Any) -> int:
     return value
 
 
+def _guard_factor(name: str, value: Any) -> float:
+    value = check_number(name, value, minimum=0)
+    if 0 < value < 1:
+        raise InvalidArgument(f"{name} must be 0 (off) or a number >= 1, got {value!r}")
+    return float(value)
+
+
 def _preset_value(default: Value) -> Check:
     """A preset hyperparameter: "auto", "default", a name or a number, which the preset itself
     checks when the server builds it; only an int where the default is a float is cast (TOML
@@ -123,11 +132,14 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
         "trend-decay": 0.9, "shrink": 0.5, **_STALENESS,
     },
     "fedasync": {"alpha": 0.6, **_STALENESS, "proximal-mu": 0.0},
-    "fedbuff": {"buffer-size": "auto", "lr": 1.0, "server-momentum": 0.0, **_STALENESS},
+    "fedbuff": {
+        "buffer-size": "auto", "lr": 1.0, "server-momentum": 0.0, **_STALENESS,
+        "combine": "mean", "trim": 0.2,
+    },
     "dcasgd": {
         "lr": "auto", "lam": 0.04, "adaptive": False, "lam0": 2.0, "ms-decay": 0.95, **_STALENESS,
     },
-    "ssgd": {"lr": 1.0},
+    "ssgd": {"lr": 1.0, "combine": "mean", "trim": 0.2},
     "odsgd": {"lr": 1.0, "local-lr": "auto", "warmup-steps": 0},
     "asp": {
         "lr": "auto", **_STALENESS, "staleness-bound": 2, "p-min": 0.5, "period": PRESET_DEFAULT,
@@ -165,6 +177,10 @@ SERVER_KEYS: dict[str, Key] = {
     "output-dir": Key("", _text),
     "checkpoint-every": Key(0, _integer(0)),
     "data-download": Key(False, _flag),
+    "guard.factor": Key(10.0, _guard_factor),
+    "guard.mode": Key("reject", _choice(GUARD_MODES)),
+    "guard.window": Key(50, _integer(1)),
+    "guard.warmup": Key(1, _integer(1)),
 }
 """The keys only the ServerApp reads."""
 

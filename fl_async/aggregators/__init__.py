@@ -21,6 +21,7 @@ from fl_async.aggregators.dcasgd import DCASGD
 from fl_async.aggregators.fedasync import FedAsync
 from fl_async.aggregators.fedbuff import FedBuff
 from fl_async.aggregators.gsgm import GSGM
+from fl_async.aggregators.guard import GUARD_FACTOR, TOO_LARGE, UpdateGuard
 from fl_async.aggregators.odsgd import ODSGD
 from fl_async.aggregators.ssgd import SSGD
 from fl_async.aggregators.staleness import Constant, Hinge, Polynomial, StalenessFn
@@ -39,11 +40,13 @@ __all__ = [
     "ASGD",
     "DCASGD",
     "GSGM",
+    "GUARD_FACTOR",
     "HELD",
     "ODSGD",
     "REJECTED",
     "SSGD",
     "STEPPED",
+    "TOO_LARGE",
     "Aggregator",
     "ClientUpdate",
     "Constant",
@@ -55,4 +58,5 @@ __all__ = [
     "StalenessFn",
     "Status",
     "TrendSmooth",
+    "UpdateGuard",
 ]

@@ -138,6 +138,12 @@ class Aggregator(abc.ABC):
             self._finish_step()
         return Outcome(status)
 
+    def refuse(self, update: ClientUpdate, reason: str) -> Outcome:
+        """Count and log ``update`` as rejected for ``reason`` without applying it: the caller
+        refused it before the rule saw it (the strategy's update guard)."""
+        self._reject(reason, update.node_id, update.staleness)
+        return Outcome(REJECTED, reason)
+
     @property
     def held(self) -> int:
         """Updates held for a step that waits for a barrier (``flush``): 0 for rules that step by

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
-from fl_async.aggregators.kernels import Arrays, probe, subtract_scaled
+from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.robust import MEAN, TRIM, check_combine, combine_chunk
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
-from fl_async.aggregators.updates import ClientUpdate
+from fl_async.aggregators.updates import ClientUpdate, Rejected
 from fl_async.validation import check_int, check_number
 
 
@@ -18,6 +20,9 @@ class FedBuff(Aggregator):
 
     At a step: ``m <- beta * m + B / K``; ``w <- w - lr * m``; ``B <- 0`` (``beta = 0``: no
     server momentum). The buffer steps by itself when full: it is not a barrier (``held`` is 0).
+    ``combine="median"`` or ``"trimmed-mean"`` (cutting ``trim`` of each end) holds the K
+    weighted updates ``s(tau) * delta`` and replaces ``B / K`` by their coordinate-wise median
+    or trimmed mean (docs/algorithms.md, Robust combination of a buffer).
     """
 
     name = "FedBuff"
@@ -31,8 +36,11 @@ class FedBuff(Aggregator):
         server_momentum: float = 0.0,
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
+        combine: str = MEAN,
+        trim: float = TRIM,
     ) -> None:
         super().__init__(staleness=staleness, max_staleness=max_staleness)
+        self.combine, self.trim = check_combine(combine, trim)
         self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
         self.lr = check_number("lr", lr, minimum=0)
         self.server_momentum = check_number(
@@ -49,18 +57,26 @@ class FedBuff(Aggregator):
             "buffer_size": self.buffer_size,
             "lr": self.lr,
             "server_momentum": self.server_momentum,
+            "combine": self.combine,
+            "trim": self.trim,
             **super().hyperparameters(),
         }
 
     def _init_state(self) -> None:
-        self._acc["B"] = self._zeros()
+        if self.combine == MEAN:
+            self._acc["B"] = self._zeros()
         if self.server_momentum > 0:
             self._acc["m"] = self._zeros()
         self._count = 0
+        self._items: list[Arrays] = []
+        """``combine`` other than the mean: the weighted updates held, in arrival order."""
+        self._free: list[Arrays] = []  # slots of released items, reused
 
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> Status:
+        if self.combine != MEAN:
+            return self._robust_step(delta, base, weight)
         if self._count + 1 < self.buffer_size:
             self._add(delta, base, weight)
             self._count += 1
@@ -100,16 +116,70 @@ class FedBuff(Aggregator):
         for b in self._acc["B"]:  # B / K was published as B: the buffer starts empty
             b.fill(0.0)
 
+    def _robust_step(self, delta: Arrays, base: Arrays | None, weight: float) -> Status:
+        """Hold ``s(tau) * delta``; once K are held, step with their robust combination."""
+        self._hold(delta, base, weight)
+        if len(self._items) < self.buffer_size:
+            self._count = len(self._items)
+            return HELD
+        combine, trim, beta = self.combine, self.trim, self.server_momentum
+
+        def combine_and_step(out, w, *rest) -> float:
+            *rest, c = rest  # c: the combined chunk
+            if "m" in self._acc:
+                nm, m, *items = rest
+                combine_chunk(c, items, combine, trim)
+                np.multiply(m, beta, out=nm)
+                np.add(nm, c, out=nm)  # m = beta * m + combined
+                c = nm
+            else:
+                combine_chunk(c, rest, combine, trim)
+            subtract_scaled(out, w, self.lr, c)
+            return probe(out)  # m reaches w through a finite factor
+
+        names = [MODEL, *(["m"] if "m" in self._acc else [])]
+        try:
+            self._advance(combine_and_step, names, self._items, delta=delta, base=base, scratch=1)
+        except Rejected:
+            self._free.append(self._items.pop())  # the buffer as it was before this update
+            raise
+        self._free.extend(self._items)
+        self._items, self._count = [], 0
+        return STEPPED
+
+    def _hold(self, delta: Arrays, base: Arrays | None, weight: float) -> None:
+        """Hold a checked copy of ``s(tau) * delta`` in a reused slot."""
+        slot = self._free.pop() if self._free else self._zeros()
+
+        def kernel(s, d) -> float:
+            np.multiply(d, weight, out=s)
+            return probe(s)
+
+        total = run_chunked(kernel, slot, delta)
+        if not (math.isfinite(total) or all_finite(slot)):
+            self._free.append(slot)
+            raise Rejected(self._blame(delta, base))
+        self._items.append(slot)
+
     def _rule_state(self) -> dict[str, Any]:
         momentum = self._acc.get("m")
-        return {
-            "buffer": self._copy_arrays(self._acc["B"]),
+        state = {
+            "buffer": self._copy_arrays(self._acc["B"]) if self.combine == MEAN else None,
             "momentum": None if momentum is None else self._copy_arrays(momentum),
             "count": self._count,
         }
+        if self.combine != MEAN:
+            state["items"] = [self._copy_arrays(item) for item in self._items]
+        return state
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
-        self._acc["B"] = self._copy_arrays(state["buffer"])
+        if (state["buffer"] is None) != (self.combine != MEAN):
+            raise ValueError(f"state_dict buffer does not match combine={self.combine!r}")
+        if self.combine == MEAN:
+            self._acc["B"] = self._copy_arrays(state["buffer"])
+        else:
+            self._items = [self._copy_arrays(item) for item in state["items"]]
+            self._free = []
         if (state["momentum"] is None) != (self.server_momentum == 0):
             raise ValueError(
                 f"state_dict server momentum does not match server_momentum={self.server_momentum}"

@@ -10,6 +10,7 @@ import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, Aggregator, Status
 from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.robust import MEAN, TRIM, check_combine, combine_chunk
 from fl_async.aggregators.updates import ClientUpdate, Rejected
 from fl_async.validation import check_number
 
@@ -27,13 +28,17 @@ class SSGD(Aggregator):
     node-id order, not arrival order, so a seeded run is bit-reproducible. Updates with
     staleness > 0 are rejected (FedAvg drops late replies); so is a second update from a node
     in the same step. When every ``n_k`` is 0 the updates are weighted equally.
+    ``combine="median"`` or ``"trimmed-mean"`` (cutting ``trim`` of each end) steps with the
+    coordinate-wise median or trimmed mean of the held updates instead, unweighted
+    (docs/algorithms.md, Robust combination of a buffer).
     """
 
     name = "SSGD"
 
-    def __init__(self, *, lr: float = 1.0) -> None:
+    def __init__(self, *, lr: float = 1.0, combine: str = MEAN, trim: float = TRIM) -> None:
         super().__init__(staleness=None, max_staleness=None)
         self.lr = check_number("lr", lr, minimum=0)
+        self.combine, self.trim = check_combine(combine, trim)
 
     @property
     def held(self) -> int:
@@ -45,7 +50,7 @@ class SSGD(Aggregator):
         return base_version == self._version
 
     def hyperparameters(self) -> dict[str, Any]:
-        return {"lr": self.lr}
+        return {"lr": self.lr, "combine": self.combine, "trim": self.trim}
 
     def flush(self) -> bool:
         """Step with the updates held now; return whether a step was taken (False: none held).
@@ -93,6 +98,8 @@ class SSGD(Aggregator):
 
     def _aggregate(self) -> bool:
         """Write the step's new model into the model's twin; return whether it is finite."""
+        if self.combine != MEAN:
+            return self._aggregate_robust()
         order = sorted(self._held)
         examples = sum(self._held[k][0] for k in order)
         shares = [self._held[k][0] / examples if examples > 0 else 1.0 / len(order) for k in order]
@@ -105,6 +112,21 @@ class SSGD(Aggregator):
                 np.multiply(d, share, out=out)
                 np.add(a, out, out=a)  # sum of n_k * delta_k / sum(n_k), in node order
             subtract_scaled(out, w, self.lr, a)
+            return probe(out)
+
+        (new,) = self._twins(MODEL)
+        total = run_chunked(kernel, new, self._floats(), *deltas, scratch=1)
+        return self._twins_finite(total, MODEL)
+
+    def _aggregate_robust(self) -> bool:
+        """``_aggregate`` with the coordinate-wise median or trimmed mean of the held updates."""
+        deltas = [self._held[k][1] for k in sorted(self._held)]
+        combine, trim = self.combine, self.trim
+
+        def kernel(out, w, *rest) -> float:
+            *ds, c = rest
+            combine_chunk(c, ds, combine, trim)
+            subtract_scaled(out, w, self.lr, c)
             return probe(out)
 
         (new,) = self._twins(MODEL)

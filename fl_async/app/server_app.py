@@ -33,7 +33,7 @@ from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
 from fl_async.scheduling import VirtualClock, ranking_by_classes
-from fl_async.strategies import PRESETS, AsyncResult, AsyncStrategy
+from fl_async.strategies import PRESETS, AsyncResult, AsyncStrategy, UpdateGuard
 
 app = ServerApp()
 
@@ -243,9 +243,21 @@ def build_strategy(
             checkpoint_every=config.checkpoint_every,
             federated_evaluation=config.federated_evaluation,
             seed=config.seed,
+            guard=_guard(config),
         )
     except (TypeError, ValueError) as error:
         raise ValueError(f"run config for strategy {config.strategy!r}: {error}") from error
+
+
+def _guard(config: AppConfig) -> UpdateGuard:
+    """The update guard of the ``guard.*`` keys (``guard.factor = 0``: off)."""
+    values = config.values
+    return UpdateGuard(
+        factor=float(values["guard.factor"]),
+        mode=str(values["guard.mode"]),
+        window=int(values["guard.window"]),
+        warmup=int(values["guard.warmup"]),
+    )
 
 
 def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
@@ -255,13 +267,15 @@ def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
         "class": type(strategy).__name__,
         "aggregator": repr(strategy.aggregator),
         "policy": repr(strategy.policy),
+        "guard": repr(strategy.guard),
         "clock": None if clock is None else clock.hyperparameters(),
     }
 
 
 def _describe_flower() -> dict[str, Any]:
     return {"class": "flwr.serverapp.strategy.FedAvg", "aggregator": "FedAvg (Flower's own)",
-            "policy": "synchronous rounds of every node", "clock": None}  # fmt: skip
+            "policy": "synchronous rounds of every node", "guard": None,
+            "clock": None}  # fmt: skip
 
 
 def _describe_data(data: RunData) -> dict[str, Any]:

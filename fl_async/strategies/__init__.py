@@ -4,6 +4,7 @@ Swap one line of an existing ServerApp: ``FedAvg(...)`` becomes ``GSGM(...)``; t
 which returns trained weights and ``num-examples`` as usual, needs no change.
 """
 
+from fl_async.aggregators.guard import UpdateGuard
 from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.checkpoint import CheckpointError, RunSuperseded
 from fl_async.strategies.compensation import DelayCompensation, TaskBases
@@ -45,4 +46,5 @@ __all__ = [
     "FedAsync",
     "FedBuff",
     "TrendSmooth",
+    "UpdateGuard",
 ]

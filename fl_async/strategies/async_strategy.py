@@ -22,7 +22,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-from fl_async.aggregators import Aggregator
+from fl_async.aggregators import GUARD_FACTOR, Aggregator, UpdateGuard
 from fl_async.scheduling import Asynchronous, DispatchPolicy, VirtualClock
 from fl_async.strategies.checkpoint import Checkpointer
 from fl_async.strategies.compensation import TaskBases
@@ -94,6 +94,9 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         Seconds between pulls while waiting for replies.
     refresh_interval : float (default: 2.0)
         Seconds between looks at the grid's node list (joins and departures).
+    guard : UpdateGuard, float or None (default: 10.0)
+        Refuse updates whose norm exceeds this multiple of the median accepted one, before the
+        rule sees them; an ``UpdateGuard`` for clipping instead; None or 0: off.
     """
 
     _auto: list[tuple[object, str, Callable[[int], Any]]]
@@ -124,6 +127,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         seed: int = 0,
         poll_interval: float = 0.02,
         refresh_interval: float = 2.0,
+        guard: UpdateGuard | float | None = GUARD_FACTOR,
     ) -> None:
         _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid)
         self.aggregator = aggregator
@@ -147,6 +151,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self.seed = check_int("seed", seed, minimum=0)
         self.poll_interval = check_number("poll_interval", poll_interval, minimum=0, min_open=True)
         self.refresh_interval = check_number("refresh_interval", refresh_interval, minimum=0)
+        self.guard = UpdateGuard.of(guard)
         self._auto = []
         self._new_run(timeout=3600.0, evaluate_fn=None)
 
@@ -252,6 +257,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
                                       max_failures=self.max_failures,
                                       on_idle=self.policy.set_idle)  # fmt: skip
         self._book = TaskBook()
+        self.guard.reset()
         self._order = reply_order(self.clock)
         self._recorder = Recorder()
         self._checkpointer = None

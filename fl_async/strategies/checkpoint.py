@@ -79,6 +79,8 @@ class RunState:
     train_metrics: dict[int, dict[str, Any]]
     evaluate_metrics: dict[int, dict[str, Any]]
     grid_metrics: dict[int, dict[str, Any]]
+    guard: dict[str, Any] | None = None
+    """The update guard's window of accepted norms (None: saved before the guard existed)."""
     schema: int = field(default=SCHEMA)
 
 

@@ -102,7 +102,9 @@ class FedAsync(AsyncStrategy):
 
 
 class FedBuff(AsyncStrategy):
-    """Buffered asynchronous aggregation; ``buffer_size="auto"`` is ``min(10, N)``."""
+    """Buffered asynchronous aggregation; ``buffer_size="auto"`` is ``min(10, N)``.
+    ``combine="median"`` or ``"trimmed-mean"`` (cutting ``trim`` of each end) combines the
+    buffer coordinate-wise instead of averaging it: robust to a few poisoned updates."""
 
     def __init__(
         self,
@@ -112,6 +114,8 @@ class FedBuff(AsyncStrategy):
         server_momentum: float = 0.0,
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
+        combine: str = "mean",
+        trim: float = 0.2,
         **kwargs: Any,
     ) -> None:
         if isinstance(buffer_size, str) and buffer_size != AUTO:
@@ -122,6 +126,8 @@ class FedBuff(AsyncStrategy):
             server_momentum=server_momentum,
             staleness=staleness,
             max_staleness=max_staleness,
+            combine=combine,
+            trim=trim,
         )
         super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
         if buffer_size == AUTO:
@@ -242,11 +248,15 @@ class SSGD(AsyncStrategy):
 
     Every node trains on the same version; the step averages their updates by ``num-examples``
     in node order (bit-reproducible). A node that fails or times out is left out of its step.
-    With ``lr=1`` this is FedAvg.
+    With ``lr=1`` this is FedAvg; ``combine="median"`` or ``"trimmed-mean"`` (cutting ``trim``
+    of each end), unweighted, is FedMedian or FedTrimmedAvg with a server learning rate.
     """
 
-    def __init__(self, *, lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(aggregator=rules.SSGD(lr=lr), policy=Barrier(), **kwargs)
+    def __init__(
+        self, *, lr: float = 1.0, combine: str = "mean", trim: float = 0.2, **kwargs: Any
+    ) -> None:
+        agg = rules.SSGD(lr=lr, combine=combine, trim=trim)
+        super().__init__(aggregator=agg, policy=Barrier(), **kwargs)
 
 
 class ASP(AsyncStrategy):

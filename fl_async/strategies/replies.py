@@ -1,21 +1,25 @@
 """Receiving replies: the next one in order, turned into a client update and applied.
 
 A reply's update is measured against the model its task started from (``base - trained``, or
-the pseudo-gradient the node sent). A reply that is an error, cannot be read, or never comes
-(timeout, the node left) counts against its node (``NodeRegistry``); so does an update the rule
-rejects for its content. Barrier rules take their step once no update for it can still come.
+the pseudo-gradient the node sent); the update guard (``fl_async.aggregators.guard``) refuses
+one far larger than the accepted ones before the rule sees it. A reply that is an error, cannot
+be read, or never comes (timeout, the node left) counts against its node (``NodeRegistry``); so
+does an update the guard or the rule rejects for its content. Barrier rules take their step
+once no update for it can still come.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from flwr.app import Message, MetricRecord
 from flwr.serverapp import Grid
 
 from fl_async import protocol
-from fl_async.aggregators import ClientUpdate
+from fl_async.aggregators import TOO_LARGE, ClientUpdate, Outcome
+from fl_async.aggregators.guard import clip
 from fl_async.strategies.tasks import Task
 
 # Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
@@ -116,7 +120,7 @@ class ReplyHandling:
             staleness=self.aggregator.version - task.base_version,
             num_examples=parsed.num_examples,
         )  # fmt: skip
-        outcome = self.aggregator.apply(update)
+        outcome = self._apply_guarded(update, task)
         self.policy.finished(task.stable_id, duration=duration)
         if node is not None:
             self._registry.answered(node, parsed.num_examples, accepted=outcome.accepted)
@@ -132,6 +136,21 @@ class ReplyHandling:
              "wall-time": arrival - self._recorder.wall_start},
             accepted=outcome.accepted,
         )  # fmt: skip
+
+    def _apply_guarded(self, update: ClientUpdate, task: Task) -> Outcome:
+        """Hand ``update`` to the rule unless the update guard refuses it (``"too-large"``);
+        in clip mode an update out of line is scaled down first (a ``clipped`` fault)."""
+        verdict = self.guard.check(update, self.aggregator.params)
+        if verdict.refused:
+            return self.aggregator.refuse(update, TOO_LARGE)
+        if verdict.scale < 1.0:
+            self._recorder.fault("clipped", f"node {task.node_id} (stable id {task.stable_id}): "
+                                 f"update norm scaled by {verdict.scale:.3g}")  # fmt: skip
+            update = replace(update, delta=clip(update.delta, verdict.scale))
+        outcome = self.aggregator.apply(update)
+        if outcome.accepted:
+            self.guard.accepted(verdict)
+        return outcome
 
     def _failed(self, task: Task, why: str, kind: str) -> None:
         """``task`` ended without an update: count it against its node, which leaves the

@@ -54,6 +54,7 @@ class RunSnapshot:
             train_metrics={k: dict(v) for k, v in rec.result.train_metrics_clientapp.items()},
             evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
             grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
+            guard=self.guard.state_dict(),
         )
 
     def _save_checkpoint(self) -> None:
@@ -102,6 +103,8 @@ class RunSnapshot:
                 self._registry[node_id].tasks = saved.tasks
                 self._registry[node_id].num_examples = saved.num_examples
         self.task_bases.load_state_dict(state.task_bases)
+        if state.guard is not None:
+            self.guard.load_state_dict(state.guard)
         self._resend(grid, state.in_flight)
         log(INFO, "Resumed from %s at server step %d", self._checkpointer.path,
             self.aggregator.version)  # fmt: skip
