@@ -210,3 +210,31 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_gpus_per_actor_reaches_flowers_backend_config():
+    """``--gpus-per-actor`` becomes the simulation's client resources as Flower reads them."""
+    from flwr.common.config import parse_config_args
+    from flwr.supercore.utils import simulation_config_from_json
+
+    from fl_async.app import cluster
+
+    options = cluster.federation_options(None, 4, 0.25)
+    # As flwr run reads --federation-config: its keys with "_" for "-", into Flower's config.
+    given = parse_config_args([f"num-supernodes=20 {options}"])
+    parsed = simulation_config_from_json({k.replace("-", "_"): v for k, v in given.items()})
+    assert parsed.client_resources_num_gpus == 0.25
+    assert parsed.client_resources_num_cpus == 1
+    assert parsed.init_args_num_cpus == 4
+    assert "num-gpus" not in cluster.federation_options(None, 4)
+    args = launch.build_parser().parse_args(["--gpus-per-actor", "0.5"])
+    assert args.gpus_per_actor == 0.5
+
+
+@pytest.mark.parametrize("share", [0.0, -1.0, 1.5])
+def test_gpus_per_actor_refuses_what_ray_cannot_reserve(share):
+    from fl_async.app import cluster
+    from fl_async.validation import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="gpus-per-actor"):
+        cluster.federation_options(None, 2, share)

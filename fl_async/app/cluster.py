@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Mapping
 
-from fl_async.validation import InvalidArgument
+from fl_async.validation import InvalidArgument, check_number
 
 RAY_ADDRESS = "RAY_ADDRESS"
 """Ray's own variable for the cluster to join; honoured when ``--ray-address`` is not given."""
@@ -132,10 +132,28 @@ def ray_environment(address: str | None) -> dict[str, str]:
     return {RAY_ADDRESS: address or LOCAL}
 
 
-def federation_options(address: str | None, actors: int | None) -> str:
+def federation_options(
+    address: str | None, actors: int | None, gpus_per_actor: float | None = None
+) -> str:
     """Flower's simulation options for the Ray part: ``init-args-num-cpus`` (the local Ray's
     CPUs, one per actor) only for a Ray of its own; on a cluster ``ray start --num-cpus`` of
-    each machine sets how many ClientApps run there at once."""
+    each machine sets how many ClientApps run there at once. ``gpus_per_actor`` is the share of
+    a GPU each actor reserves (``client-resources-num-gpus``: 0.25 puts four on one GPU)."""
+    options = ["client-resources-num-cpus=1"]
+    if gpus_per_actor is not None:
+        options.append(f"client-resources-num-gpus={check_gpu_share(gpus_per_actor)}")
     if address is None:
-        return f"client-resources-num-cpus=1 init-args-num-cpus={actors}"
-    return "client-resources-num-cpus=1"
+        options.append(f"init-args-num-cpus={actors}")
+    return " ".join(options)
+
+
+def check_gpu_share(share: float) -> float:
+    """``share`` if Ray can reserve it for an actor: above 0, and a fraction of one GPU or a
+    whole number of GPUs; ``InvalidArgument`` otherwise."""
+    share = check_number("--gpus-per-actor", share, minimum=0, min_open=True)
+    if share > 1 and share != int(share):
+        raise InvalidArgument(
+            f"--gpus-per-actor must be a fraction of one GPU (0 < share <= 1) or a whole number "
+            f"of GPUs, got {share}: Ray cannot give an actor part of a second GPU"
+        )
+    return share

@@ -63,6 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Ray cluster, where each machine's ray start --num-cpus decides)",
     )
     parser.add_argument(
+        "--gpus-per-actor",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="the share of a GPU each actor reserves (Flower's client-resources-num-gpus): "
+        "0.25 lets four actors share one GPU (default: none reserved; device='auto' still "
+        "trains on a visible GPU)",
+    )
+    parser.add_argument(
         "--ray-address",
         metavar="HOST:PORT",
         default=None,
@@ -104,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         address = cluster.resolve_address(args.ray_address, os.environ)
         cluster.check_options(address, args.actors, args.federation_config)
+        if args.gpus_per_actor is not None:
+            cluster.check_gpu_share(args.gpus_per_actor)
         if address is None and args.actors is None:
             args = argparse.Namespace(**{**vars(args), "actors": os.cpu_count() or 1})
         plan = preflight.prepare(args)
@@ -177,7 +188,8 @@ def _flwr_run(
 ) -> int | None:
     """``flwr run --stream`` of ``app`` (the staged copy of ``plan.app_dir``), its output
     echoed; the run id it reported, if any."""
-    federation = f"num-supernodes={plan.nodes} {cluster.federation_options(address, args.actors)}"
+    ray = cluster.federation_options(address, args.actors, args.gpus_per_actor)
+    federation = f"num-supernodes={plan.nodes} {ray}"
     command = [
         "flwr",
         "run",
