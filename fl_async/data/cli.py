@@ -15,9 +15,9 @@ from fl_async.data.download import (
     DownloadError,
     check_download_name,
     download,
-    format_size,
     status,
 )
+from fl_async.data.fetched import format_size
 from fl_async.data.sources import default_root
 from fl_async.validation import InvalidArgument, check_int
 

