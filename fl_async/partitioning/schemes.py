@@ -24,17 +24,10 @@ import numpy as np
 
 from fl_async.validation import InvalidArgument, check_int, check_number
 
-from ._draws import (
-    Partitions,
-    choose_classes,
-    dirichlet_draw,
-    draw_until_large_enough,
-    group_by_owner,
-    order_by_class,
-    split_counts,
-)
-from ._labels import class_codes
+from ._labels import class_codes, compact
 from ._validation import Seed, as_labels, as_owners, as_rng, check_at_most, check_num_partitions
+
+Partitions = list[np.ndarray]
 
 
 def iid(labels: Any, num_partitions: int, seed: Seed) -> Partitions:
@@ -85,14 +78,14 @@ def dirichlet(
     )
     rng = as_rng(seed)
     _, codes, class_sizes = class_codes(labels)
-    order = order_by_class(codes, class_sizes.size, rng)
-    draw = dirichlet_draw(rng, alpha, num_partitions, class_sizes, labels.size, self_balancing)
-    counts = draw_until_large_enough(
+    order = _order_by_class(codes, class_sizes.size, rng)
+    draw = _dirichlet_draw(rng, alpha, num_partitions, class_sizes, labels.size, self_balancing)
+    counts = _draw_until_large_enough(
         draw, min_partition_size, max_tries, "dirichlet", alpha, num_partitions
     )
     owner = np.empty(labels.size, dtype=np.intp)
     owner[order] = np.repeat(np.tile(np.arange(num_partitions), class_sizes.size), counts.ravel())
-    return group_by_owner(owner, num_partitions, rng)
+    return _group(owner, num_partitions, rng)
 
 
 def label_skew(
@@ -114,7 +107,7 @@ def label_skew(
         "classes_per_partition", classes_per_partition, 1, num_classes, "the number of classes"
     )
     rng = as_rng(seed)
-    held = choose_classes(num_classes, num_partitions, k, rng)
+    held = _choose_classes(num_classes, num_partitions, k, rng)
     holders = np.bincount(held.ravel(), minlength=num_classes)
     short = np.flatnonzero(holders > class_sizes)
     if short.size:
@@ -124,10 +117,10 @@ def label_skew(
             f"{class_sizes[c]} samples for {holders[c]} partitions holding it; use fewer "
             f"partitions or a smaller classes_per_partition"
         )
-    order = order_by_class(codes, num_classes, rng)
+    order = _order_by_class(codes, num_classes, rng)
 
     # One slot per (class, holder), sorted by class to line up with ``order``; an unheld class
-    # gets a single slot owned by ``num_partitions``, the "unassigned" mark of ``group_by_owner``.
+    # gets a single slot owned by ``num_partitions``, the "unassigned" mark of ``_group``.
     unheld = np.flatnonzero(holders == 0)
     slot_class = np.concatenate([held.ravel(), unheld])
     slot_owner = np.concatenate(
@@ -142,7 +135,7 @@ def label_skew(
 
     owner = np.empty(labels.size, dtype=np.intp)
     owner[order] = np.repeat(slot_owner, share)
-    return group_by_owner(owner, num_partitions, rng)
+    return _group(owner, num_partitions, rng)
 
 
 def shards(labels: Any, num_partitions: int, shards_per_partition: int, seed: Seed) -> Partitions:
@@ -162,7 +155,7 @@ def shards(labels: Any, num_partitions: int, shards_per_partition: int, seed: Se
     )
     rng = as_rng(seed)
     _, codes, class_sizes = class_codes(labels)
-    order = order_by_class(codes, class_sizes.size, rng)
+    order = _order_by_class(codes, class_sizes.size, rng)
     num_shards = num_partitions * per_partition
     size, extra = divmod(labels.size, num_shards)
     shard_sizes = size + (np.arange(num_shards) < extra)
@@ -170,7 +163,7 @@ def shards(labels: Any, num_partitions: int, shards_per_partition: int, seed: Se
     shard_owner[rng.permutation(num_shards)] = np.arange(num_shards) // per_partition
     owner = np.empty(labels.size, dtype=np.intp)
     owner[order] = np.repeat(shard_owner, shard_sizes)
-    return group_by_owner(owner, num_partitions, rng)
+    return _group(owner, num_partitions, rng)
 
 
 def quantity_skew(
@@ -198,9 +191,9 @@ def quantity_skew(
     total = np.array([labels.size])
 
     def draw() -> np.ndarray:
-        return split_counts(rng.dirichlet(concentration)[None, :], total)
+        return _split_counts(rng.dirichlet(concentration)[None, :], total)
 
-    counts = draw_until_large_enough(
+    counts = _draw_until_large_enough(
         draw, min_partition_size, max_tries, "quantity_skew", alpha, num_partitions
     )
     return np.split(rng.permutation(labels.size), np.cumsum(counts[0])[:-1])
@@ -230,7 +223,7 @@ def natural(labels: Any, num_partitions: int, owners: Any, seed: Seed) -> Partit
     ids, codes = as_owners(owners, labels.size)
     rng = as_rng(seed)
     partition_of = _deal_owners(ids.size, num_partitions, rng)
-    return group_by_owner(partition_of[codes], num_partitions, rng)
+    return _group(partition_of[codes], num_partitions, rng)
 
 
 def natural_assignment(owners: Any, num_partitions: int, seed: int) -> dict[int, np.ndarray]:
@@ -328,3 +321,102 @@ def _check_dirichlet_options(
     if not isinstance(self_balancing, bool | np.bool_):
         raise InvalidArgument(f"self_balancing must be True or False, got {self_balancing!r}")
     return alpha, min_partition_size, max_tries
+
+
+def _dirichlet_draw(
+    rng: np.random.Generator,
+    alpha: float,
+    num_partitions: int,
+    class_sizes: np.ndarray,
+    num_samples: int,
+    self_balancing: bool,
+) -> Callable[[], np.ndarray]:
+    """Return a function drawing one classes x partitions count matrix for :func:`dirichlet`."""
+    concentration = np.full(num_partitions, alpha)
+
+    def draw() -> np.ndarray:
+        """Draw class shares from Dir(alpha) and turn them into counts."""
+        shares = rng.dirichlet(concentration, size=class_sizes.size)
+        if self_balancing:
+            return _balanced_counts(shares, class_sizes, num_samples / num_partitions)
+        return _split_counts(shares, class_sizes)
+
+    return draw
+
+
+def _order_by_class(codes: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+    """Sample indices grouped by class in ascending order, in random order within each class."""
+    shuffled = rng.permutation(codes.size)
+    return shuffled[np.argsort(compact(codes[shuffled], num_classes), kind="stable")]
+
+
+def _group(owner: np.ndarray, num_partitions: int, rng: np.random.Generator) -> Partitions:
+    """Index arrays of partitions 0..p-1 given each sample's owner (p: unassigned), shuffled."""
+    shuffled = rng.permutation(owner.size)
+    order = shuffled[np.argsort(compact(owner[shuffled], num_partitions + 1), kind="stable")]
+    sizes = np.bincount(owner, minlength=num_partitions + 1)[:num_partitions]
+    return np.split(order[: sizes.sum()], np.cumsum(sizes)[:-1])
+
+
+def _split_counts(shares: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Integer counts per row summing to ``totals``, cut where the cumulative shares fall.
+
+    The cut points are those of flwr-datasets and NIID-Bench, ``floor(cumsum(shares) * total)``,
+    with the last pinned to the total because the cumulative sum can end a rounding error below 1.
+    """
+    cuts = np.floor(np.cumsum(shares, axis=1) * totals[:, None]).astype(np.int64)
+    cuts[:, -1] = totals
+    np.minimum(cuts, totals[:, None], out=cuts)
+    return np.diff(cuts, axis=1, prepend=0)
+
+
+def _balanced_counts(shares: np.ndarray, class_sizes: np.ndarray, average: float) -> np.ndarray:
+    """``_split_counts`` class by class, skipping partitions already above ``average`` samples."""
+    counts = np.empty(shares.shape, dtype=np.int64)
+    sizes = np.zeros(shares.shape[1], dtype=np.int64)
+    for c, share in enumerate(shares):
+        open_ = sizes <= average
+        share = np.where(open_, share, 0.0)
+        # With a tiny alpha the open partitions' shares can all underflow to zero; they then
+        # split the class evenly rather than dividing by zero.
+        share = share / share.sum() if share.sum() > 0 else open_ / open_.sum()
+        counts[c] = _split_counts(share[None, :], class_sizes[c : c + 1])[0]
+        sizes += counts[c]
+    return counts
+
+
+def _draw_until_large_enough(
+    draw: Callable[[], np.ndarray],
+    min_partition_size: int,
+    max_tries: int,
+    scheme: str,
+    alpha: float,
+    num_partitions: int,
+) -> np.ndarray:
+    """Call ``draw`` (counts, classes x partitions) until every partition is big enough."""
+    for _ in range(max_tries):
+        counts = draw()
+        smallest = int(counts.sum(axis=0).min())
+        if smallest >= min_partition_size:
+            return counts
+    raise ValueError(
+        f"{scheme} left a partition below min_partition_size={min_partition_size} in all "
+        f"max_tries={max_tries} draws (the last draw's smallest had {smallest} samples); "
+        f"lower min_partition_size, raise alpha (got {alpha}) or use fewer partitions "
+        f"(got {num_partitions})"
+    )
+
+
+def _choose_classes(
+    num_classes: int, num_partitions: int, k: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A (num_partitions, k) array of class codes, distinct within each row.
+
+    Class ``must[t]`` goes to partition ``t % num_partitions`` first, which covers every class when
+    ``num_partitions * k >= num_classes`` and never gives a partition more than k of them; random
+    sort keys then fill each row with distinct other classes.
+    """
+    must = rng.permutation(num_classes)[: min(num_classes, num_partitions * k)]
+    keys = rng.random((num_partitions, num_classes), dtype=np.float32)
+    keys[np.arange(must.size) % num_partitions, must] = -1.0
+    return np.argsort(keys, axis=1)[:, :k]
