@@ -224,7 +224,7 @@ def test_ca2fl_forget_keeps_the_buffer_and_drops_g0():
     buffer = [b.copy() for b in agg.state_dict()["state"]["buffer"]]
     agg.forget(0)
     state = agg.state_dict()["state"]
-    assert sorted(state["cache"]) == [1] and sorted(state["starts"]) == [1]
+    assert sorted(state["cache"]) == [1] and state["starts"] == {} and state["fresh"] == [1]
     _same(state["buffer"], buffer)
     np.testing.assert_array_equal(state["sum"][1], np.ones(5, np.float32))
 

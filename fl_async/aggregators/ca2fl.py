@@ -165,9 +165,11 @@ class CA2FL(CachedAggregator):
             "calibration": self._copy_arrays(self._acc[CALIBRATION]),
             "buffer": self._copy_arrays(self._acc[BUFFER]),
             "count": self._count,
+            # G0 by node (sorted): a copy of its cache, or in "fresh" when it had none (G0 = 0)
             "starts": {
-                k: None if s is None else self._copy_arrays(s) for k, s in self._starts.items()
+                k: self._copy_arrays(s) for k, s in sorted(self._starts.items()) if s is not None
             },
+            "fresh": sorted(k for k, s in self._starts.items() if s is None),
         }
 
     def _load_rule_state(self, state: dict[str, Any]) -> None:
@@ -175,9 +177,8 @@ class CA2FL(CachedAggregator):
         self._acc[CALIBRATION] = self._copy_arrays(state["calibration"])
         self._acc[BUFFER] = self._copy_arrays(state["buffer"])
         self._count = int(state["count"])
-        self._starts = {
-            int(k): None if s is None else self._copy_arrays(s) for k, s in state["starts"].items()
-        }
+        self._starts = {int(k): None for k in state["fresh"]}
+        self._starts.update((int(k), self._copy_arrays(s)) for k, s in state["starts"].items())
         self._free = []
 
 
