@@ -277,3 +277,17 @@ def test_fadas_first_step_without_bias_correction_moves_lr_over_one_minus_beta1_
     delta = [np.full(s, 2.0, np.float32) for s in SHAPES]
     agg.apply(ClientUpdate(node_id=0, delta=delta, staleness=0))
     np.testing.assert_allclose(w0 - agg.params[1], 0.01 * 0.1 / np.sqrt(0.01), rtol=1e-5)
+
+
+def test_mifa_update_whose_norm_overflows_runs_into_scratch_and_is_checked(publishes):
+    """A finite delta whose squared norm overflows float32 gives no bound: the step runs into
+    scratch, and a result that overflows is rejected with the model untouched."""
+    agg = _init(MIFA(lr=1.0))
+    big = [np.full(s, 3e38, np.float32) for s in SHAPES]
+    assert agg.apply(ClientUpdate(node_id=0, delta=big, staleness=0)).stepped
+    assert len(publishes) == 1
+    before = [w.copy() for w in agg.params]
+    outcome = agg.apply(ClientUpdate(node_id=1, delta=big, staleness=0))  # S = 6e38: overflow
+    assert outcome.reason == "overflow" and agg.num_rejected == {"overflow": 1}
+    _same(agg.params, before)
+    assert agg.num_cached == 1

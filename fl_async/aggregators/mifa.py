@@ -61,7 +61,8 @@ class MIFA(CachedAggregator):
     ``n = max(num_nodes, nodes cached)`` (``num_nodes`` None: the nodes cached; the preset sets
     N, the number of nodes at start, so a node not heard from yet counts as zero). ``warmup``:
     no step until ``num_nodes`` distinct nodes have reported once (their updates are cached and
-    the update says ``held``), as the authors' waiting variant. ``lr_schedule="inverse"``:
+    the update says ``held``; with ``num_nodes`` None there is nothing to wait for), as the
+    authors' waiting variant. ``lr_schedule="inverse"``:
     ``lr_t = lr / (t + 1)``. No staleness weight. The cache is GSGM's (``cache_memory``,
     ``cache_dir``).
     """
@@ -123,7 +124,7 @@ class MIFA(CachedAggregator):
         n = cached_after if self.num_nodes is None else max(self.num_nodes, cached_after)
         steps = not self._warming(cached_after)
         scale = scheduled_lr(self.lr, self.lr_schedule, self._t) / n if steps else 0.0
-        in_place = self._fits(node, norm, scale)
+        in_place = norm is not None and self._fits(node, norm, scale)
         target = self._target(node, in_place)
         inputs = [delta, target, *([] if cached is None else [cached])]
         names = (SUM, MODEL) if steps else (SUM,)
