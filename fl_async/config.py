@@ -144,6 +144,20 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
     "asp": {
         "lr": "auto", **_STALENESS, "staleness-bound": 2, "p-min": 0.5, "period": PRESET_DEFAULT,
     },
+    "mifa": {
+        "lr": "auto", "warmup": False, "lr-schedule": "constant",
+        "max-staleness": PRESET_DEFAULT, "cache-memory": PRESET_DEFAULT,
+        "cache-dir": PRESET_DEFAULT,
+    },
+    "ca2fl": {
+        "buffer-size": "auto", "lr": 1.0, "max-staleness": PRESET_DEFAULT,
+        "cache-memory": PRESET_DEFAULT, "cache-dir": PRESET_DEFAULT,
+    },
+    "fadas": {
+        "buffer-size": "auto", "lr": 0.001, "beta1": 0.9, "beta2": 0.99, "eps": 1e-08,
+        "tau-c": 1, "delay-rule": "inverse", "bias-correction": False,
+        "max-staleness": PRESET_DEFAULT,
+    },
 }  # fmt: skip
 """Each preset's hyperparameters (hyphenated) with its defaults: the keyword-only arguments of
 ``fl_async.strategies.PRESETS[name]`` ("default" for None), which a test holds equal."""

@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from fl_async.aggregators import (
     APPLIED,
     ASGD,
+    CA2FL,
     DCASGD,
+    FADAS,
     GSGM,
     HELD,
+    MIFA,
     ODSGD,
     SSGD,
     ClientUpdate,
@@ -41,6 +44,10 @@ FACTORIES = {
     "trend-sgd": lambda: TrendSmooth(lr=0.5),
     "trend-momentum": lambda: TrendSmooth(lr=0.5, base="momentum"),
     "trend-adam": lambda: TrendSmooth(lr=0.01, base="adam"),
+    "mifa": lambda: MIFA(lr=0.5, num_nodes=4),
+    "mifa-warmup": lambda: MIFA(num_nodes=2, warmup=True, lr_schedule="inverse"),
+    "ca2fl": lambda: CA2FL(buffer_size=3, lr=0.8),
+    "fadas": lambda: FADAS(buffer_size=3, lr=0.05, bias_correction=True),
 }
 SHAPES = ((4, 3), (3,), ())
 
@@ -212,8 +219,10 @@ def test_rejection_leaves_every_piece_of_state_unchanged(name, shapes, dtype, ta
             node_id=0, delta=good, base=params, staleness=good_tau, num_examples=3, iteration=0
         )
     )
-    # FedBuff (K = 3) and the barriers hold their first update; the other rules step on it
-    assert first == Outcome(HELD if isinstance(agg, (SSGD, FedBuff)) else APPLIED)
+    # The buffers (K = 3), the barriers and MIFA's warm-up hold their first update; the other
+    # rules step on it
+    holds = isinstance(agg, (SSGD, FedBuff, CA2FL, FADAS)) or getattr(agg, "warmup", False)
+    assert first == Outcome(HELD if holds else APPLIED)
     assert agg.num_rejected == {}
     before = {
         k: v for k, v in agg.state_dict().items() if k not in ("num_rejected", "hyperparameters")

@@ -24,7 +24,10 @@ from fl_async.validation import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS_GRID = ROOT / "benchmarks" / "sweeps" / "presets.toml"
-NINE = ("gsgm", "asgd", "trendsmooth", "fedasync", "fedbuff", "dcasgd", "ssgd", "odsgd", "asp")
+TWELVE = (
+    *("gsgm", "asgd", "trendsmooth", "fedasync", "fedbuff", "dcasgd", "ssgd", "odsgd", "asp"),
+    *("mifa", "ca2fl", "fadas"),
+)
 
 
 def grid_file(tmp_path: Path, text: str, name: str = "grid.toml") -> Path:
@@ -98,8 +101,8 @@ def test_the_committed_presets_grid_gives_every_preset_the_same_size() -> None:
     grid = load_grid(PRESETS_GRID)
     assert len(grid.grid) == 12 and grid.size() == 4
     here = tuple(name for name in grid.grid if name in STRATEGIES)
-    assert check_strategies(grid, here) == here and len(here) >= 9
-    for strategy in NINE:  # the default ("auto") is a point: tuned beside it
+    assert check_strategies(grid, here) == here and sorted(here) == sorted(TWELVE)
+    for strategy in TWELVE:  # the default ("auto") is a point: tuned beside it
         assert strategy in [point_name(strategy, p) for p in grid.points(strategy)]
 
 

@@ -16,7 +16,7 @@ from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, MetricRecord
 
 from fl_async.scheduling import VirtualClock
-from fl_async.strategies import ASGD, GSGM
+from fl_async.strategies import ASGD, GSGM, MIFA
 from fl_async.strategies.checkpoint import Checkpointer, RunSuperseded
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
@@ -62,7 +62,7 @@ def with_new_node_ids(nodes, offset=10**9):
     return {node_id + offset: node for node_id, node in nodes.items()}
 
 
-@pytest.mark.parametrize("preset", [ASGD, GSGM])
+@pytest.mark.parametrize("preset", [ASGD, GSGM, MIFA])
 def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, preset):
     def make(directory=None):
         return preset(

@@ -17,11 +17,14 @@ from fl_async.aggregators.base import (
     Outcome,
     Status,
 )
+from fl_async.aggregators.ca2fl import CA2FL
 from fl_async.aggregators.dcasgd import DCASGD
+from fl_async.aggregators.fadas import FADAS
 from fl_async.aggregators.fedasync import FedAsync
 from fl_async.aggregators.fedbuff import FedBuff
 from fl_async.aggregators.gsgm import GSGM
 from fl_async.aggregators.guard import GUARD_FACTOR, TOO_LARGE, UpdateGuard
+from fl_async.aggregators.mifa import MIFA
 from fl_async.aggregators.odsgd import ODSGD
 from fl_async.aggregators.ssgd import SSGD
 from fl_async.aggregators.staleness import Constant, Hinge, Polynomial, StalenessFn
@@ -30,7 +33,7 @@ from fl_async.aggregators.updates import ClientUpdate
 
 AGGREGATORS: dict[str, type[Aggregator]] = {
     cls.name.lower(): cls
-    for cls in (SSGD, ASGD, FedAsync, FedBuff, DCASGD, GSGM, TrendSmooth, ODSGD)
+    for cls in (SSGD, ASGD, FedAsync, FedBuff, DCASGD, GSGM, TrendSmooth, ODSGD, MIFA, CA2FL, FADAS)
 }
 """Every rule by lower-case name (``"gsgm"``, ``"trendsmooth"``, ...)."""
 
@@ -38,10 +41,13 @@ __all__ = [
     "AGGREGATORS",
     "APPLIED",
     "ASGD",
+    "CA2FL",
     "DCASGD",
+    "FADAS",
     "GSGM",
     "GUARD_FACTOR",
     "HELD",
+    "MIFA",
     "ODSGD",
     "REJECTED",
     "SSGD",

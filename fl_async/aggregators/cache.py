@@ -1,6 +1,6 @@
-"""Where GSGM keeps every node's latest pseudo-gradient ``G[k]``: in memory up to a budget, and
-beyond it in a memory-mapped file on disk (docs/algorithms.md, GSGM, The cache under a memory
-budget).
+"""Where GSGM, MIFA and CA2FL keep every node's latest pseudo-gradient ``G[k]``: in memory up to a
+budget, and beyond it in a memory-mapped file on disk (docs/algorithms.md, GSGM, The cache under a
+memory budget).
 
 Both tiers hold float32 arrays that the rule reads and writes with the same element-wise numpy
 operations, so where a gradient lives never changes a result, bit for bit.
@@ -202,7 +202,7 @@ class _RowFile:
         page = mmap.PAGESIZE // 4
         self._row_size = max(1, -(-offset // page)) * page
         self._directory = directory
-        self._file: BinaryIO = tempfile.TemporaryFile(dir=directory, prefix="fl-async-gsgm-")
+        self._file: BinaryIO = tempfile.TemporaryFile(dir=directory, prefix="fl-async-cache-")
         # Closes the file when the cache is garbage-collected, without a ResourceWarning.
         self._closer = weakref.finalize(self, self._file.close)
         self._map: np.memmap | None = None
@@ -241,7 +241,7 @@ class _RowFile:
             where = self._directory or tempfile.gettempdir()
             raise OSError(
                 error.errno,
-                f"GSGM's gradient cache could not grow its file in {where} to {new} bytes "
+                f"the gradient cache could not grow its file in {where} to {new} bytes "
                 f"({error.strerror}): free space there, choose another cache_dir, or raise "
                 "cache_memory",
             ) from error

@@ -17,7 +17,7 @@ from logging import INFO
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import FedAvg, Result
 
 from fl_async.protocol import METRICS_KEY
 from fl_async.strategies import AsyncResult
@@ -103,12 +103,10 @@ def run_flower_fedavg(
     evaluate_fn: Callable[[int, ArrayRecord], MetricRecord],
     federated_evaluation: bool = False,
 ) -> AsyncResult:
-    """Flower's ``FedAvg`` over all ``num_nodes`` nodes for ``num_rounds`` rounds.
-
-    Waits at most ``timeout`` seconds for the nodes to connect (Flower's own wait has no bound),
-    then runs ``FedAvg.start``; its result as an ``AsyncResult`` whose evaluations carry the
-    wall time (seconds since the start) and the number of updates applied by then.
-    """
+    """Flower's ``FedAvg`` over all ``num_nodes`` nodes for ``num_rounds`` rounds: waits at most
+    ``timeout`` seconds for the nodes to connect (Flower's own wait has no bound), then runs
+    ``FedAvg.start``; its result as an ``AsyncResult`` whose evaluations carry the wall time
+    (seconds since the start) and the number of updates applied by then."""
     started = time.monotonic()
 
     def wall() -> float:
@@ -140,7 +138,17 @@ def run_flower_fedavg(
         train_config=train_config,
         evaluate_fn=evaluate,
     )
-    result = AsyncResult(
+    result = _as_result(flower, strategy, num_rounds, wall)
+    log(INFO, "fl-async: Flower's FedAvg, %d rounds, %d updates", num_rounds, result.num_updates)
+    return result
+
+
+def _as_result(
+    flower: Result, strategy: RecordingFedAvg, num_rounds: int, wall: Callable[[], float]
+) -> AsyncResult:
+    """FedAvg's ``Result`` and what ``strategy`` recorded, as an ``AsyncResult`` (times from
+    ``wall``)."""
+    return AsyncResult(
         arrays=flower.arrays,
         train_metrics_clientapp={k + 1: MetricRecord(u) for k, u in enumerate(strategy.updates)},
         evaluate_metrics_clientapp=dict(flower.evaluate_metrics_clientapp),
@@ -153,8 +161,6 @@ def run_flower_fedavg(
         stopped_by="budget",
         stop_detail=f"Flower's FedAvg ran its {num_rounds} rounds",
     )
-    log(INFO, "fl-async: Flower's FedAvg, %d rounds, %d updates", num_rounds, result.num_updates)
-    return result
 
 
 def _wait_for_nodes(grid: Grid, num_nodes: int, timeout: float) -> None:

@@ -8,6 +8,7 @@ from fl_async.aggregators.guard import UpdateGuard
 from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.checkpoint import CheckpointError, RunSuperseded
 from fl_async.strategies.compensation import DelayCompensation, TaskBases
+from fl_async.strategies.descendants import CA2FL, FADAS, MIFA
 from fl_async.strategies.presets import (
     ASGD,
     ASP,
@@ -23,7 +24,20 @@ from fl_async.strategies.result import COMPLETED_STOPS, FAILED_STOPS, AsyncResul
 
 PRESETS: dict[str, type[AsyncStrategy]] = {
     cls.__name__.lower(): cls
-    for cls in (GSGM, ASGD, TrendSmooth, FedAsync, FedBuff, DCASGD, SSGD, ODSGD, ASP)
+    for cls in (
+        GSGM,
+        ASGD,
+        TrendSmooth,
+        FedAsync,
+        FedBuff,
+        DCASGD,
+        SSGD,
+        ODSGD,
+        ASP,
+        MIFA,
+        CA2FL,
+        FADAS,
+    )
 }
 """Every preset by lower-case name (``"gsgm"``, ``"fedbuff"``, ...)."""
 
@@ -32,8 +46,11 @@ __all__ = [
     "FAILED_STOPS",
     "ASGD",
     "ASP",
+    "CA2FL",
     "DCASGD",
+    "FADAS",
     "GSGM",
+    "MIFA",
     "ODSGD",
     "PRESETS",
     "SSGD",

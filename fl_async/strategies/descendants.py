@@ -1,0 +1,124 @@
+"""GSGM's descendants as presets: MIFA, CA2FL and FADAS, each with fully asynchronous dispatch
+(docs/algorithms.md; docs/strategies.md).
+
+``"auto"`` resolves with N = the number of nodes at start: MIFA's ``lr`` is ``1/N`` (each update
+steps with an average over all N nodes, so a cycle of N updates then moves as far as one FedAvg
+round), CA2FL's ``buffer_size`` is ``min(10, N)`` with ``lr = 1`` (FedBuff's), FADAS's
+``buffer_size`` ``min(5, N)`` (its authors' buffer of 5). MIFA and CA2FL are told N
+(``num_nodes``): the average counts a node not heard from yet as zero.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fl_async import aggregators as rules
+from fl_async.scheduling import Asynchronous
+from fl_async.strategies.async_strategy import AsyncStrategy
+
+AUTO = "auto"
+
+
+def _auto_number(name: str, value: float | str, fallback: float) -> float:
+    """``fallback`` for ``"auto"`` (resolved at start), else ``value``."""
+    if isinstance(value, str):
+        if value != AUTO:
+            raise ValueError(f"{name} must be a number or 'auto', got {value!r}")
+        return fallback
+    return value
+
+
+class MIFA(AsyncStrategy):
+    """MIFA: every update steps with the average of all N nodes' latest pseudo-gradients.
+
+    ``lr="auto"`` is ``1/N``. ``warmup=True`` takes no step until every node has reported once;
+    ``lr_schedule="inverse"`` uses ``lr / (t + 1)``. ``cache_memory`` / ``cache_dir``: GSGM's
+    gradient cache (memory budget, spill to disk).
+    """
+
+    def __init__(
+        self,
+        *,
+        lr: float | str = AUTO,
+        warmup: bool = False,
+        lr_schedule: str = "constant",
+        max_staleness: int | None = None,
+        cache_memory: float | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        agg = rules.MIFA(
+            lr=_auto_number("lr", lr, 1.0),
+            warmup=warmup,
+            lr_schedule=lr_schedule,
+            max_staleness=max_staleness,
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
+        )
+        super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
+        self._auto.append((agg, "num_nodes", lambda n: n))
+        if lr == AUTO:
+            self._auto.append((agg, "lr", lambda n: 1.0 / n))
+
+
+class CA2FL(AsyncStrategy):
+    """CA2FL: FedBuff's buffer with cached update calibration; ``buffer_size="auto"`` is
+    ``min(10, N)``. ``cache_memory`` / ``cache_dir``: GSGM's gradient cache."""
+
+    def __init__(
+        self,
+        *,
+        buffer_size: int | str = AUTO,
+        lr: float = 1.0,
+        max_staleness: int | None = None,
+        cache_memory: float | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        agg = rules.CA2FL(
+            buffer_size=_auto_number("buffer_size", buffer_size, 10),
+            lr=lr,
+            max_staleness=max_staleness,
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
+        )
+        super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
+        self._auto.append((agg, "num_nodes", lambda n: n))
+        if buffer_size == AUTO:
+            self._auto.append((agg, "buffer_size", lambda n: min(10, n)))
+
+
+class FADAS(AsyncStrategy):
+    """FADAS: buffered AMSGrad with a delay-adaptive rate; ``buffer_size="auto"`` is
+    ``min(5, N)``. ``delay_rule``: ``"inverse"`` (``lr / tau_max`` past ``tau_c``),
+    ``"capped"`` (``min(lr, 1 / tau_max)``) or ``"none"``."""
+
+    def __init__(
+        self,
+        *,
+        buffer_size: int | str = AUTO,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.99,
+        eps: float = 1e-8,
+        tau_c: int = 1,
+        delay_rule: str = "inverse",
+        bias_correction: bool = False,
+        max_staleness: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        agg = rules.FADAS(
+            buffer_size=_auto_number("buffer_size", buffer_size, 5),
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
+            tau_c=tau_c,
+            delay_rule=delay_rule,
+            bias_correction=bias_correction,
+            max_staleness=max_staleness,
+        )
+        super().__init__(aggregator=agg, policy=Asynchronous(), **kwargs)
+        if buffer_size == AUTO:
+            self._auto.append((agg, "buffer_size", lambda n: min(5, n)))
