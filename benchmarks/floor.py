@@ -100,9 +100,13 @@ class CpuSampler(threading.Thread):
                 if cpu is None:
                     continue
                 known = self.seen.get(pid)
-                # A Ray worker renames itself (ray::IDLE, then ray::ClientAppActor...): look
-                # again until it shows as an actor.
-                group = "Ray actor" if known and known[0] == "Ray actor" else group_of(pid)
+                # A process's command line changes when it execs (a fork of the SuperExec
+                # becomes the simulation) and a Ray worker renames itself (ray::IDLE, then
+                # ray::ClientAppActor...): look again at every sample, keeping "Ray actor" and
+                # any group found over "other" once seen.
+                group = group_of(pid)
+                if known and (known[0] == "Ray actor" or group in ("other", "gone")):
+                    group = known[0]
                 self.seen[pid] = (group, cpu)
             self._halt.wait(self.interval)
 
