@@ -62,7 +62,7 @@ def record(preset: str, scenario: str) -> dict[str, Any]:
             FakeGrid(nodes, delay_seed=1),
             initial_arrays(),
             num_rounds=spec["rounds"],
-            timeout=5,
+            timeout=60,  # a bound only: a starved test process must not time a task out
             train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
             evaluate_fn=evaluate,
         )
