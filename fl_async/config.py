@@ -39,6 +39,8 @@ SYNTHETIC = "synthetic"
 """The generated dataset (``fl_async.data.synthetic.NAME``): always split by device (natural)."""
 GUARD_MODES: tuple[str, ...] = ("reject", "clip")
 """What the update guard does with an update out of line (``fl_async.aggregators.guard.MODES``)."""
+TRACKERS: tuple[str, ...] = ("tensorboard", "mlflow")
+"""The backends of ``tracking.backend`` besides "" (off) (``fl_async.tracking.BACKENDS``)."""
 SYNTHETIC_MIN_SAMPLES = 50
 """Every Synthetic device's least number of samples (``fl_async.data.synthetic.MIN_SAMPLES``)."""
 
@@ -195,6 +197,9 @@ SERVER_KEYS: dict[str, Key] = {
     "guard.mode": Key("reject", _choice(GUARD_MODES)),
     "guard.window": Key(50, _integer(1)),
     "guard.warmup": Key(1, _integer(1)),
+    "tracking.backend": Key("", _choice(("", *TRACKERS))),
+    "tracking.uri": Key("", _text),
+    "tracking.run-name": Key("", _text),
 }
 """The keys only the ServerApp reads."""
 

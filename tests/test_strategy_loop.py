@@ -395,11 +395,11 @@ def test_the_grid_evaluates_the_model_in_force_at_equally_spaced_virtual_times()
 
 
 def test_the_last_grid_point_is_the_budget_itself():
-    from fl_async.strategies.async_strategy import _grid_times
+    from fl_async.strategies.evaluation import grid_times
 
     budget = 27636.41174326229  # a real SSGD budget: budget * 40 / 40 is one ulp above it
     assert budget * 40 / 40 > budget
-    points = _grid_times(40, budget)
+    points = grid_times(40, budget)
     assert points[-1] == (40, budget) and points[0] == (1, budget * 1 / 40)
 
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from fl_async.app import cluster, superlink
 from fl_async.app.staging import staged_app
-from fl_async.config import DEFAULTS
+from fl_async.config import DEFAULTS, TRACKERS
+from fl_async.validation import InvalidArgument
 
 if TYPE_CHECKING:
     from fl_async.app.preflight import Plan
@@ -43,6 +44,7 @@ DESCRIPTION = (
     "not download its dataset (data-download=true), 2 for a bad setting (checked before "
     "anything starts), 130 when interrupted."
 )
+SQLITE = "sqlite:///"
 _STARTED_RUN = re.compile(r"Successfully started run (\d+)")
 
 
@@ -90,6 +92,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="more simulation options for flwr run (e.g. client-resources-num-gpus=0.25)",
     )
     parser.add_argument("--app", default=".", help="the Flower App directory (default: .)")
+    add_tracking_arguments(parser)
+
+
+def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--track`` and ``--track-uri`` (here and in ``fl-async bench``)."""
+    parser.add_argument(
+        "--track",
+        choices=TRACKERS,
+        default=None,
+        help="log the run to TensorBoard or MLflow (run config tracking.backend; needs "
+        "pip install 'fl-async[tracking]')",
+    )
+    parser.add_argument(
+        "--track-uri",
+        metavar="DIR|URI",
+        default=None,
+        help="TensorBoard: the folder to write into (default: the output-dir's tensorboard/); "
+        "MLflow: the tracking URI, e.g. sqlite:///runs/mlflow.db (default: "
+        "$MLFLOW_TRACKING_URI, else sqlite:///<output-dir>/mlflow.db)",
+    )
+
+
+def tracking_overrides(track: str | None, uri: str | None) -> dict[str, str]:
+    """The run-config keys of ``--track`` and ``--track-uri`` (a path made absolute: the
+    ServerApp does not run in this working directory)."""
+    if track is None:
+        if uri is not None:
+            raise InvalidArgument(f"--track-uri {uri!r} needs --track ({' or '.join(TRACKERS)})")
+        return {}
+    found = {"tracking.backend": track}
+    if uri:
+        found["tracking.uri"] = absolute_uri(uri)
+    return found
+
+
+def absolute_uri(uri: str) -> str:
+    """``uri`` with a relative path made absolute: a plain path, or a ``sqlite:///`` database
+    (``sqlite:////abs/db`` is absolute already); other URIs as they are."""
+    if uri.startswith(SQLITE) and not uri[len(SQLITE) :].startswith("/"):
+        return SQLITE + str(Path(uri[len(SQLITE) :]).expanduser().resolve())
+    if "://" in uri:
+        return uri
+    return str(Path(uri).expanduser().resolve())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
     from fl_async.data.download import DownloadError
 
     try:
+        tracking = tracking_overrides(args.track, args.track_uri)
+        text = " ".join(f"{key}={json.dumps(value)}" for key, value in tracking.items())
+        args = argparse.Namespace(**{**vars(args), "run_config": f"{args.run_config} {text}"})
         address = cluster.resolve_address(args.ray_address, os.environ)
         cluster.check_options(address, args.actors, args.federation_config)
         if args.gpus_per_actor is not None:

@@ -31,6 +31,7 @@ from fl_async.data.download import ensure, is_downloadable
 from fl_async.data.loader import load_owners
 from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
+from fl_async.tracking import require_backend
 from fl_async.validation import InvalidArgument, check_int
 
 _CLOCK_KEYS = ("clock.speed", "clock.sigma", "clock.jitter", "clock.trace", "correlate")
@@ -59,6 +60,8 @@ def prepare(args: argparse.Namespace) -> Plan:
         overrides["num-nodes"] = check_int("--nodes", args.nodes, minimum=1)
     config = parse_run_config(overrides)
     require("python -m fl_async.app", "ray", "matplotlib")
+    if config.values["tracking.backend"]:
+        require_backend(str(config.values["tracking.backend"]))
     output = Path(config.output_dir or _default_output(app_dir, config.strategy, config.seed))
     output = output.expanduser().resolve()
     if config.data_download:

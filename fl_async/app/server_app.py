@@ -7,6 +7,7 @@ and ``staleness.png`` to ``output-dir`` (docs/running.md).
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from importlib import metadata
@@ -34,6 +35,7 @@ from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
 from fl_async.scheduling import VirtualClock, ranking_by_classes
 from fl_async.strategies import PRESETS, AsyncResult, AsyncStrategy, UpdateGuard
+from fl_async.tracking import log_run, require_backend
 
 app = ServerApp()
 
@@ -72,6 +74,8 @@ class CentralEvaluation:
 def run(grid: Grid, config: AppConfig) -> Path:
     """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
     require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
+    if config.values["tracking.backend"]:
+        require_backend(str(config.values["tracking.backend"]))
     output = output_directory(config)
     if config.data_download:
         _fetch(config)
@@ -112,6 +116,8 @@ def run(grid: Grid, config: AppConfig) -> Path:
         },
     )
     paths = write_results(output, history)
+    if config.values["tracking.backend"]:
+        _track(config, paths[0])
     log(
         INFO,
         "fl-async: final accuracy %s after %d updates (%s), virtual time %.1f s, wall time "
@@ -120,6 +126,20 @@ def run(grid: Grid, config: AppConfig) -> Path:
         result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
     )  # fmt: skip
     return output
+
+
+def _track(config: AppConfig, history_file: Path) -> None:
+    """Log the run to the tracker of the ``tracking.*`` keys, from the ``history.json`` just
+    written: the tracker shows what that file holds."""
+    values = config.values
+    tracker = log_run(
+        json.loads(history_file.read_text()),
+        backend=str(values["tracking.backend"]),
+        uri=str(values["tracking.uri"]),
+        run_name=str(values["tracking.run-name"]),
+        output_dir=history_file.parent,
+    )
+    log(INFO, "fl-async: logged the run with %r", tracker)
 
 
 def _fetch(config: AppConfig) -> None:

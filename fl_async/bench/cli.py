@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from fl_async.app import cluster
+from fl_async.app.launch import add_tracking_arguments
 from fl_async.bench.commands import (
     check_suite_folder,
     error_exit,
@@ -196,6 +197,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="more run-config overrides for every run, as for flwr run "
         '(e.g. "gsgm.momentum=0.8 local-epochs=1")',
     )
+    add_tracking_arguments(parser)  # each run its own TensorBoard folder or MLflow run
 
 
 def run(args: argparse.Namespace) -> int:

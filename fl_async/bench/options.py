@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fl_async.app.launch import tracking_overrides
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.runner import BASELINE, SuiteError, SuiteSpec
 from fl_async.bench.scenarios import (
@@ -17,6 +18,7 @@ from fl_async.bench.scenarios import (
 )
 from fl_async.bench.sweep import SweepGrid, check_strategies, load_grid, sweep_variants
 from fl_async.bench.tuning import load_tuned
+from fl_async.tracking import mlflow_default_uri
 from fl_async.validation import check_int, check_number
 
 DEFAULT_STRATEGIES = "ssgd,asgd,gsgm"
@@ -110,7 +112,18 @@ def _extra(args: argparse.Namespace) -> dict[str, object]:
             raise SuiteError(f"--data-root {args.data_root!r} is not a folder")
         # absolute, because the runs start in other working directories
         extra["data-root"] = str(root.resolve())
-    return extra
+    return {**extra, **_tracking(args)}
+
+
+def _tracking(args: argparse.Namespace) -> dict[str, str]:
+    """``--track``'s run-config keys for every run. TensorBoard: each run writes into its own
+    output-dir (``tensorboard --logdir <out>`` shows them all) or under ``--track-uri``; MLflow:
+    one store for the suite, ``sqlite:///<out>/mlflow.db`` unless ``--track-uri`` names one.
+    Each run's ``tracking.run-name`` is set by ``SuiteSpec.config``."""
+    uri = args.track_uri
+    if args.track == "mlflow" and uri is None and args.out is not None:
+        uri = mlflow_default_uri(Path(args.out).expanduser())
+    return tracking_overrides(args.track, uri)
 
 
 def _names(text: str, allowed: tuple[str, ...] | None, what: str) -> tuple[str, ...]:

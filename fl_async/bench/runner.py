@@ -85,6 +85,8 @@ class SuiteSpec:
         """
         rounds = self.rounds if budget is None else UNLIMITED_ROUNDS
         extra = self.extra
+        if extra.get("tracking.backend"):  # each run its own TensorBoard folder or MLflow run
+            extra = {**extra, "tracking.run-name": f"{split}/{strategy}-seed{seed}"}
         variant = self.variants.get(strategy)
         if variant is not None:
             strategy, extra = variant.preset, {**extra, **variant.overrides}
@@ -146,12 +148,12 @@ def check_existing(directory: Path, config: dict) -> None:
     recorded = directory / RUN_FILE
     if not recorded.is_file():
         return
-    # output-dir is left out of the comparison: a suite folder may be moved.
+    # output-dir is left out of the comparison: a suite folder may be moved; and the tracking
+    # keys, which change where a run is logged, not what it computes.
     before = json.loads(recorded.read_text()).get("run-config")
-    wanted = json.loads(json.dumps(config))
+    wanted = _compared(json.loads(json.dumps(config)))
     if before is not None:
-        before.pop("output-dir", None)
-    wanted.pop("output-dir", None)
+        before = _compared(before)
     if before is not None and before != wanted:
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
         hint = "resume with the same options or choose another --out"
@@ -163,6 +165,14 @@ def check_existing(directory: Path, config: dict) -> None:
         raise SuiteError(
             f"{directory} was run with other settings ({', '.join(changed)} differ); {hint}"
         )
+
+
+def _compared(config: dict) -> dict:
+    return {
+        key: value
+        for key, value in config.items()
+        if key != "output-dir" and not key.startswith("tracking.")
+    }
 
 
 def launcher_command(

@@ -27,6 +27,7 @@ from fl_async.scheduling import Asynchronous, DispatchPolicy, VirtualClock
 from fl_async.strategies.checkpoint import Checkpointer
 from fl_async.strategies.compensation import TaskBases
 from fl_async.strategies.dispatch import TaskDispatch
+from fl_async.strategies.evaluation import ShouldStop, StepBoundaries, check_should_stop, grid_times
 from fl_async.strategies.flower_api import FlowerStrategyAPI
 from fl_async.strategies.nodes import NodeRegistry
 from fl_async.strategies.order import reply_order
@@ -40,7 +41,7 @@ from fl_async.validation import InvalidArgument, check_int, check_number
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 
 
-class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI):
+class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, FlowerStrategyAPI):
     """Asynchronous aggregation on Flower's Message API: any aggregator with any dispatch policy.
 
     Parameters
@@ -165,6 +166,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         train_config: ConfigRecord | None = None,
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: EvaluateFn | None = None,
+        should_stop: ShouldStop | None = None,
         *,
         max_updates: int | None = None,
         max_virtual_time: float | None = None,
@@ -177,12 +179,14 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         ``max_updates``, ``max_virtual_time``, ``max_wall_time`` and ``target_accuracy`` (on
         ``evaluate_fn``'s ``target_metric``) stop it earlier. ``timeout`` is each task's TTL
         and the longest wait for a reply or for nodes. A run that can make no progress stops
-        by itself; ``AsyncResult.stopped_by`` says why.
+        by itself; ``AsyncResult.stopped_by`` says why. ``should_stop(server_step, result)``,
+        as in Flower 1.43, is asked at each evaluation boundary (``strategies.evaluation``).
         """
         self._new_run(timeout=timeout, evaluate_fn=evaluate_fn, max_wall_time=max_wall_time)
+        self._should_stop = check_should_stop(should_stop)
         if self._checkpointer is not None:
             self._checkpointer.claim()  # before resuming: a run still alive on it stops
-        self._grid = _grid_times(self.eval_grid, max_virtual_time)
+        self._grid = grid_times(self.eval_grid, max_virtual_time)
         resumed = self._resume(grid, initial_arrays, train_config)
         if not resumed:
             self._begin(grid, initial_arrays, train_config)
@@ -210,6 +214,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
                      target: float | None) -> str:  # fmt: skip
         """The budget or limit that ends the run now ("" to go on)."""
         rec = self._recorder
+        if self._stop_requested:
+            return "should-stop"
         if rec.num_updates >= (budget if max_updates is None else min(budget, max_updates)):
             return "budget"
         if self._out_of_wall_time():
@@ -271,6 +277,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
         self._eval_every = 1
         self._patience = 1
         self._stop_detail = ""
+        self._should_stop: ShouldStop | None = None
+        self._stop_requested = False
         self._started = False
         self._grid: list[tuple[int, float]] = []
         """Grid points ``(index, virtual time)`` not evaluated yet, earliest first."""
@@ -355,50 +363,6 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, RunSnapshot, FlowerStrategyAPI)
             time.sleep(0.2)
         self._stop_detail = f"no node could take a task within {self._timeout:.0f} s"
         return "no-nodes"
-
-    # ------------------------------------------------------------- evaluation, checkpoints
-    def _after_step(self) -> None:
-        version = self.aggregator.version
-        for stable, at in list(self._forget_at.items()):
-            if version >= at:
-                self.aggregator.forget(stable)
-                del self._forget_at[stable]
-        if version - self._recorder.last_eval_step >= self._eval_every:
-            self._evaluate()
-        if self._checkpointer is not None and self._checkpointer.due(version):
-            self._save_checkpoint()
-
-    def _evaluate_grid(self, *, until: float, inclusive: bool = False) -> None:
-        """Evaluate the current model at each grid time before ``until`` (or at it): it is the
-        model in force then, since nothing is applied before the task that ends at ``until``."""
-        while self._grid and (self._grid[0][1] < until or inclusive and self._grid[0][1] <= until):
-            index, at = self._grid.pop(0)
-            metrics = None
-            if self._evaluate_fn is not None:
-                metrics = self._evaluate_fn(self.aggregator.version, self._model_record())
-            if metrics is not None:
-                self._recorder.grid_evaluation(index, at, self.aggregator.version, metrics)
-
-    def _evaluate(self) -> None:
-        version = self.aggregator.version
-        self._recorder.last_eval_step = version
-        if self._evaluate_fn is None:
-            return
-        metrics = self._evaluate_fn(version, self._model_record())
-        if metrics is not None:
-            when = self._order.describe(self._recorder.wall())
-            self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
-
-
-def _grid_times(size: int | None, budget: float | None) -> list[tuple[int, float]]:
-    """``(i, budget * i / size)`` for i = 1..size (none without a grid)."""
-    if size is None:
-        return []
-    if budget is None:
-        raise InvalidArgument("eval_grid needs start(max_virtual_time=...): the grid spans it")
-    # The last point is T itself: T * G / G can exceed T by one ulp, and a run that stops at T
-    # (its last update applied at T) would then never take it.
-    return [(i, budget if i == size else budget * i / size) for i in range(1, size + 1)]
 
 
 def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from flwr.app import MetricRecord
 from flwr.serverapp.strategy import Result
 
-COMPLETED_STOPS = frozenset({"budget", "max-wall-time", "max-virtual-time", "target-accuracy"})
-"""Stop reasons of a run that spent a budget or met its target."""
+COMPLETED_STOPS = frozenset(
+    {"budget", "max-wall-time", "max-virtual-time", "target-accuracy", "should-stop"}
+)
+"""Stop reasons of a run that spent a budget, met its target, or was stopped by ``start()``'s
+``should_stop``."""
 
 FAILED_STOPS = frozenset({"no-active-nodes", "no-progress", "deadlock", "no-nodes"})
 """Stop reasons of a run that could not make progress: ``no-active-nodes`` (every node left

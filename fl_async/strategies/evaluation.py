@@ -1,0 +1,93 @@
+"""What happens at each step boundary: forgetting, central evaluation, ``should_stop``,
+checkpoints.
+
+An asynchronous run has no rounds. Its counterpart of the end of a Flower round is the
+evaluation boundary: every ``eval_every`` server steps the global model is evaluated centrally
+and, where ``start()`` was given one, ``should_stop(server_step, result)`` is asked whether to
+stop there, as Flower's ``Strategy.start()`` (1.43) asks it after each round's evaluations.
+The virtual-time grid's evaluations (``eval_grid``) are no boundaries: they look back at the
+model in force at a past time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from logging import INFO
+
+from flwr.common.logger import log
+from flwr.serverapp.strategy import Result
+
+from fl_async.validation import InvalidArgument
+
+ShouldStop = Callable[[int, Result], bool]
+"""``should_stop(server_step, result)``: True stops the run (stop reason ``should-stop``)."""
+
+
+class StepBoundaries:
+    """``AsyncStrategy``'s work after each server step and at each evaluation boundary."""
+
+    def _after_step(self) -> None:
+        version = self.aggregator.version
+        for stable, at in list(self._forget_at.items()):
+            if version >= at:
+                self.aggregator.forget(stable)
+                del self._forget_at[stable]
+        if version - self._recorder.last_eval_step >= self._eval_every:
+            self._evaluate()
+            self._ask_should_stop(version)
+        if self._checkpointer is not None and self._checkpointer.due(version):
+            self._save_checkpoint()
+
+    def _ask_should_stop(self, version: int) -> None:
+        """Ask ``should_stop`` at this boundary, with the result so far (its ``arrays`` the
+        current model); the loop stops before its next task when it says yes."""
+        if self._should_stop is None or self._stop_requested:
+            return
+        result = self._recorder.result
+        result.arrays = self._model_record()
+        if self._should_stop(version, result):
+            self._stop_requested = True
+            self._stop_detail = f"should_stop returned True at server step {version}"
+            log(INFO, "Stopping early after server step %d (should_stop)", version)
+
+    def _evaluate_grid(self, *, until: float, inclusive: bool = False) -> None:
+        """Evaluate the current model at each grid time before ``until`` (or at it): it is the
+        model in force then, since nothing is applied before the task that ends at ``until``."""
+        while self._grid and (self._grid[0][1] < until or inclusive and self._grid[0][1] <= until):
+            index, at = self._grid.pop(0)
+            metrics = None
+            if self._evaluate_fn is not None:
+                metrics = self._evaluate_fn(self.aggregator.version, self._model_record())
+            if metrics is not None:
+                self._recorder.grid_evaluation(index, at, self.aggregator.version, metrics)
+
+    def _evaluate(self) -> None:
+        version = self.aggregator.version
+        self._recorder.last_eval_step = version
+        if self._evaluate_fn is None:
+            return
+        metrics = self._evaluate_fn(version, self._model_record())
+        if metrics is not None:
+            when = self._order.describe(self._recorder.wall())
+            self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
+
+
+def grid_times(size: int | None, budget: float | None) -> list[tuple[int, float]]:
+    """``(i, budget * i / size)`` for i = 1..size (none without a grid)."""
+    if size is None:
+        return []
+    if budget is None:
+        raise InvalidArgument("eval_grid needs start(max_virtual_time=...): the grid spans it")
+    # The last point is T itself: T * G / G can exceed T by one ulp, and a run that stops at T
+    # (its last update applied at T) would then never take it.
+    return [(i, budget if i == size else budget * i / size) for i in range(1, size + 1)]
+
+
+def check_should_stop(should_stop: object) -> ShouldStop | None:
+    """``should_stop`` if None or callable; ``InvalidArgument`` otherwise."""
+    if should_stop is not None and not callable(should_stop):
+        raise InvalidArgument(
+            f"should_stop must be None or a function (server_step, result) -> bool, "
+            f"got {should_stop!r}"
+        )
+    return should_stop
