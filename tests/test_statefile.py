@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from exact import assert_identical
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -18,29 +19,6 @@ from fl_async import statefile
 from fl_async.statefile import MAGIC, StateFileError, dumps, loads
 
 DTYPES = (np.float32, np.float64, np.int64, np.int32, np.uint8, np.bool_, np.float16)
-
-
-def assert_identical(a: Any, b: Any, where: str = "tree") -> None:
-    """``a`` and ``b`` are the same tree: same types everywhere, arrays equal bit for bit."""
-    assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
-    if isinstance(a, (np.ndarray, np.generic)):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
-        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), where
-    elif isinstance(a, dict):
-        assert list(a) == list(b), where
-        for key in a:
-            assert type(key) is type(next(k for k in b if k == key)), f"{where} key {key!r}"
-            assert_identical(a[key], b[key], f"{where}[{key!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_identical(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert math.isnan(b), where
-    else:
-        assert a == b, where
-        if isinstance(a, float):
-            assert math.copysign(1.0, a) == math.copysign(1.0, b), where  # -0.0 stays -0.0
 
 
 def test_every_kind_of_value_a_run_state_holds_round_trips() -> None:
