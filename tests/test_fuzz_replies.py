@@ -66,6 +66,15 @@ def test_a_declared_huge_array_is_refused_before_it_is_allocated(shape):
         protocol.decode_arrays(record)
 
 
+def test_an_npz_or_a_torch_payload_is_refused():
+    zipped = io.BytesIO()
+    np.savez(zipped, w=np.zeros(5, np.float32))  # np.load would return a lazy NpzFile
+    for stype, data in (("numpy.ndarray", zipped.getvalue()), ("torch", b"\x80\x02")):
+        record = ArrayRecord({"w": Array(dtype="float32", shape=(5,), stype=stype, data=data)})
+        with pytest.raises(ValueError, match="not a .npy payload|serialisation 'torch'"):
+            protocol.decode_arrays(record)
+
+
 @pytest.mark.parametrize("count", BAD_COUNTS)
 def test_a_bad_num_examples_is_refused_naming_it(count):
     content = RecordDict(
