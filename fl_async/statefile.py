@@ -82,11 +82,11 @@ def _encode(value: Any, arrays: list[np.ndarray], where: str, depth: int) -> Any
         raise TypeError(f"{where}: nests deeper than {MAX_DEPTH}")
     if value is None or isinstance(value, (bool, str)):
         return value
-    if isinstance(value, int) and type(value) is int:
+    if type(value) is int:  # not a subclass (an IntEnum would come back as a plain int)
         return value
     if type(value) is float:
         return value if math.isfinite(value) else {_TAG + "float": repr(value)}
-    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+    if isinstance(value, (np.ndarray, np.generic)):
         return _encode_array(value, arrays, where)
     if type(value) in (list, tuple):
         items = [_encode(v, arrays, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
