@@ -119,9 +119,7 @@ def _watch_the_model(monkeypatch) -> list[str]:
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
-@settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=8, deadline=None, suppress_health_check=[FIXTURE])
 @given(replies=st.lists(bad_train_replies(), min_size=1, max_size=4))
 def test_every_presets_loop_survives_bad_replies_and_counts_each(preset, replies, monkeypatch):
     _watch_the_model(monkeypatch)
