@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -63,3 +64,19 @@ def test_memory_growth_compares_the_first_and_last_quarters() -> None:
 def test_bad_arguments_are_refused_naming_them(argv, message) -> None:
     with pytest.raises(SystemExit, match=message):
         churn._check_args(churn._parser().parse_args(argv))
+
+
+@pytest.mark.slow
+def test_a_short_churn_run_kills_restarts_and_leaves_no_process(tmp_path) -> None:
+    """Two SuperNodes for 100 s, one killed and restarted: the run reaches its budget, nothing is
+    applied twice, every process is gone. (Whether it applies updates at all in 100 s depends on
+    the machine's load: the 15-minute run checks that.)"""
+    out = tmp_path / "churn.json"
+    churn.main(["--nodes", "2", "--duration", "100", "--kill-every", "50", "--down", "10",
+                "--out", str(out), "--workdir", str(tmp_path / "work")])  # fmt: skip
+    result = json.loads(out.read_text())
+    checks = result["checks"]
+    assert checks["reached-budget"] and checks["no-update-applied-twice"], result["run"]
+    assert checks["no-process-left"] and result["processes-left-after-stop"] == []
+    assert (result["kills"], result["restarts"]) == (1, 1)
+    assert result["memory-mib"]["superlink"]["growth"] is not None
