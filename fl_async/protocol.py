@@ -18,11 +18,15 @@ run. A ClientApp without a query handler simply answers with an error and keeps 
 
 from __future__ import annotations
 
+import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.common.constant import SType
+from numpy.lib import format as npy
 
 TRAIN = "train"
 EVALUATE = "evaluate"
@@ -32,6 +36,10 @@ CONFIG_KEY = "config"
 METRICS_KEY = "metrics"
 PSEUDO_GRADIENT_KEY = "pseudo-gradient"
 IDENTIFY = {"fl-async": "identify"}
+MAX_NUM_EXAMPLES = 2**53
+"""The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
+_NUMERIC = frozenset("biuf")
+_HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
 
 
 @dataclass(frozen=True)
@@ -98,19 +106,77 @@ def metrics_of(message: Message) -> dict[str, int | float]:
 
 
 def read_train_reply(message: Message) -> Reply:
-    """Parse a train reply; raise ValueError (with what was found) when it breaks the contract."""
+    """Parse a train reply; raise ValueError (with what was found) when it breaks the contract:
+    no model, an array that is not a numeric numpy array, or a bad ``num-examples``."""
     records = message.content.array_records
     metrics = metrics_of(message)
+    _check_num_examples(metrics)
     if PSEUDO_GRADIENT_KEY in records:
-        return Reply(records[PSEUDO_GRADIENT_KEY].to_numpy_ndarrays(), True, metrics)
+        return Reply(decode_arrays(records[PSEUDO_GRADIENT_KEY]), True, metrics)
     if ARRAYS_KEY in records:
-        return Reply(records[ARRAYS_KEY].to_numpy_ndarrays(), False, metrics)
+        return Reply(decode_arrays(records[ARRAYS_KEY]), False, metrics)
     if len(records) == 1:
-        return Reply(next(iter(records.values())).to_numpy_ndarrays(), False, metrics)
+        return Reply(decode_arrays(next(iter(records.values()))), False, metrics)
     raise ValueError(
         f"a train reply must carry one ArrayRecord (or '{PSEUDO_GRADIENT_KEY}'), "
         f"got {sorted(records)}"
     )
+
+
+def _check_num_examples(metrics: Mapping[str, int | float]) -> None:
+    value = metrics.get("num-examples", 0)
+    if _whole(value) is None:
+        raise ValueError(f"num-examples must be a whole number in [0, 2**53], got {value!r}")
+
+
+def decode_arrays(record: ArrayRecord) -> list[np.ndarray]:
+    """The arrays of a received ``record``, each checked before it is allocated: a numpy
+    ``.npy`` payload of a numeric dtype whose header's shape matches the bytes that came. A
+    header that declares more than came (say 10**12 elements in a few bytes) is refused
+    without allocating it; ValueError names the array and what is wrong."""
+    return [_decode(key, array) for key, array in record.items()]
+
+
+def _decode(key: str, array: Array) -> np.ndarray:
+    if array.stype != SType.NUMPY:
+        raise ValueError(f"array {key!r} has serialisation {array.stype!r}, not {SType.NUMPY!r}")
+    data = array.data if isinstance(array.data, bytes) else b""
+    stream = io.BytesIO(data)
+    try:
+        version = npy.read_magic(stream)
+        header = _HEADER_READERS.get(version)
+        if header is None:
+            raise ValueError(f"format version {version}; numeric arrays use 1.0 or 2.0")
+        shape, _, dtype = header(stream)
+    except Exception as error:  # noqa: BLE001 - whatever numpy raises on a bad header
+        raise ValueError(f"array {key!r} is not a .npy payload: {error}") from None
+    if dtype.kind not in _NUMERIC or dtype.hasobject:
+        raise ValueError(f"array {key!r} has dtype {dtype}; allowed: bool, integer, float")
+    size = math.prod(shape) * dtype.itemsize
+    if size != len(data) - stream.tell():
+        raise ValueError(
+            f"array {key!r} declares shape {shape} of {dtype} ({size} bytes) but carries "
+            f"{len(data) - stream.tell()} bytes"
+        )
+    stream.seek(0)
+    return np.load(stream, allow_pickle=False)
+
+
+def read_identity(reply: Message | None) -> tuple[int | None, int | None]:
+    """``(partition-id, num-examples)`` of a query reply; None for each that is missing or
+    not a whole number in [0, 2**53] (NaN, negative, 1.5), and both for an error or no reply."""
+    if reply is None or reply.has_error():
+        return None, None
+    metrics = metrics_of(reply)
+    return _whole(metrics.get("partition-id")), _whole(metrics.get("num-examples"))
+
+
+def _whole(value: int | float | None) -> int | None:
+    if isinstance(value, int):  # compared as an int: float() of 10**400 overflows
+        return value if 0 <= value <= MAX_NUM_EXAMPLES else None
+    if value is None or not value.is_integer() or not 0 <= value <= MAX_NUM_EXAMPLES:
+        return None
+    return int(value)
 
 
 def metric_record(values: Mapping[str, object]) -> MetricRecord:

@@ -137,3 +137,29 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
     other.write_text(json.dumps({**json.loads(files[0].read_text()), "commit": "def5678"}))
     with pytest.raises(SystemExit, match="runs of one commit and versions"):
         scale.bundle(out, [files[0], other])
+
+
+def churn_result(growth: float) -> dict:
+    memory = {"first-quarter-max": 600.0, "last-quarter-max": 600.0 + growth, "growth": growth}
+    return {
+        "benchmark": "churn", "kills": 14, "restarts": 14,
+        "settings": {"nodes": 6, "duration": 900.0, "kill_every": 60.0, "down": 15.0,
+                     "timeout": 120.0, "seed": 0, "sample_every": 5.0, "memory_bound": 64.0},
+        "run": {"stopped-by": "max-wall-time", "wall-time": 901.8, "num-updates": 26,
+                "faults": {"timeout": 2, "lost": 9}, "applied-twice": [],
+                "unidentified-nodes": 1, "final-accuracy": 0.683},
+        "memory-mib": {"serverapp": memory, "superlink": {**memory, "growth": 1.5}},
+        "checks": {"reached-budget": True, "serverapp-memory-within-bound": growth <= 64},
+    }  # fmt: skip
+
+
+def test_a_churn_block_shows_the_run_its_checks_and_memory_growth() -> None:
+    made = tables.churn_table(churn_result(-14.6))
+    assert "`python benchmarks/churn.py --nodes 6 --duration 900 --kill-every 60 --down 15" in made
+    assert "14 SuperNodes killed with SIGKILL and 14 started again" in made
+    assert "| max-wall-time | 902 | 26 | lost 9, timeout 2 | none | 1 | 68.3% |" in made
+    assert "| ServerApp (`flwr-serverapp`) | 600.0 | 585.4 | -14.6 | yes |" in made
+    assert "| SuperLink | 600.0 | 585.4 | +1.5 | yes |" in made
+    assert "Checks: reached-budget yes, serverapp-memory-within-bound yes." in made
+    grown = tables.churn_table(churn_result(100.0))
+    assert "| +100.0 | **no** |" in grown and "serverapp-memory-within-bound **no**" in grown

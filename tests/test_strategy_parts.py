@@ -2,7 +2,6 @@
 checkpointer, recorder and task bases."""
 
 import math
-import pickle
 import time
 
 import numpy as np
@@ -10,9 +9,16 @@ import pytest
 from fakegrid import FakeGrid, quadratic_fleet, task_identity
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
+from fl_async import statefile
 from fl_async.scheduling import ASP, SSP, VirtualClock, WhiteList
 from fl_async.strategies import nodes as nodes_module
-from fl_async.strategies.checkpoint import SCHEMA, Checkpointer, CheckpointError, RunState
+from fl_async.strategies.checkpoint import (
+    SCHEMA,
+    Checkpointer,
+    CheckpointError,
+    RunState,
+    to_tree,
+)
 from fl_async.strategies.nodes import NodeRegistry
 from fl_async.strategies.order import ArrivalOrder, VirtualOrder, reply_order
 from fl_async.strategies.recorder import Recorder
@@ -170,11 +176,11 @@ def test_checkpointer_saves_atomically_and_refuses_another_schema(tmp_path):
     checkpointer.save(state, version=3)
     assert checkpointer.load() == state and state.schema == SCHEMA
     assert not checkpointer.due(5) and [p.name for p in tmp_path.iterdir()] == [
-        "fl-async-checkpoint.pkl"
+        "fl-async-checkpoint.state"
     ]
-    with checkpointer.path.open("wb") as f:  # a checkpoint of fl-async 0.1: a plain dict
-        pickle.dump({"keys": ["w"], "in_flight": [(0, 0, 0, 0, 0, 0.0, 1.0, [], False)]}, f)
-    with pytest.raises(CheckpointError, match="schema 1; this fl-async reads schema 2"):
+    older = to_tree(state) | {"schema": 2}
+    checkpointer.path.write_bytes(statefile.dumps(older))
+    with pytest.raises(CheckpointError, match="schema 2; this fl-async reads schema 3"):
         checkpointer.load()
 
 

@@ -3,7 +3,8 @@
 The run config (every key, and the chosen preset's own hyperparameters, by building the
 strategy), the dataset (present and readable: its training labels are read; fetched first with
 ``data-download = true``), the split of those labels into ``num-nodes`` partitions (by the
-partitioner itself), the clock, and the packages of the simulation extra. A bad setting costs
+partitioner itself), the clock, the checkpoint a run with ``checkpoint-every`` would resume
+from, and the packages of the simulation extra. A bad setting costs
 one line and exit code 2, not a SuperLink, a Ray cluster and a traceback from inside the run; a
 download that failed (``DownloadError``) one line and exit code 1.
 """
@@ -31,6 +32,7 @@ from fl_async.data.download import ensure, is_downloadable
 from fl_async.data.loader import load_owners
 from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
+from fl_async.strategies.checkpoint import Checkpointer
 from fl_async.tracking import require_backend
 from fl_async.validation import InvalidArgument, check_int
 
@@ -105,7 +107,11 @@ def check_server_side(config: AppConfig, output: Path) -> None:
         settings = ", ".join(f"{key} = {config.values[key]!r}" for key in _CLOCK_KEYS)
         raise InvalidArgument(f"run config {settings}: {error}") from error
     if config.strategy != FLOWER_FEDAVG:  # Flower's FedAvg: no preset, its settings checked
-        build_strategy(config, clock=clock, output=output)
+        strategy = build_strategy(config, clock=clock, output=output)
+        if strategy.checkpoint_dir is not None:
+            # The run would resume from it: a damaged or pickled one is refused (one line, the
+            # file left in place) before any process starts. Reading it runs no code.
+            Checkpointer(strategy.checkpoint_dir, None).load()
 
 
 def _labels(data: DataSpec, synthetic: Synthetic | None) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fl_async.files import write_atomically
+from fl_async.files import read_json, write_atomically
 from fl_async.plotting import accuracy_axes, new_figure, save_figure, staleness_histogram
 from fl_async.strategies import AsyncResult
 
@@ -18,6 +18,8 @@ HISTORY = "history.json"
 ACCURACY_PLOT = "accuracy.png"
 STALENESS_PLOT = "staleness.png"
 _FIGURE_SIZE = (6.4, 4.0)  # inches
+HISTORY_KEYS = ("stopped-by", "virtual-time", "evaluations", "updates")
+"""What every ``history.json`` holds, and what reading one back checks for."""
 
 
 def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
@@ -65,6 +67,15 @@ def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
         "federated-evaluations": federated,
         "updates": updates,
     }
+
+
+def read_history(path: Path) -> dict[str, Any]:
+    """The ``history.json`` at ``path``; ``InvalidArgument`` in one line when it is damaged or
+    another program's, naming the file and what to do."""
+    return read_json(
+        path, "run history", keys=HISTORY_KEYS,
+        fix="delete its run folder (a suite runs it again) or restore the file",
+    )  # fmt: skip
 
 
 def write_results(directory: Path, history: Mapping[str, Any]) -> list[Path]:

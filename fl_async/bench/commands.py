@@ -3,7 +3,6 @@ folder again, export its records, rewrite generated tables."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_run
 from fl_async.bench.schedule import run_suite
 from fl_async.bench.sweep import SweepGrid
 from fl_async.bench.tuning import TUNED_FILE, tuned_record, write_tuned
+from fl_async.files import read_json
 from fl_async.validation import InvalidArgument
 
 
@@ -42,7 +42,7 @@ def run_and_report(
         outcome = run_suite(
             spec, out, actors=actors, ray_address=ray_address, launch=launch, jobs=jobs
         )
-    except SuiteError as error:
+    except InvalidArgument as error:  # SuiteError, or a damaged file of the suite folder
         return error_exit(error)
     except DownloadError as error:  # data-download=true, and the fetch failed
         print(f"fl-async bench: error: {error}", file=sys.stderr)
@@ -57,7 +57,10 @@ def run_and_report(
         f"{len(outcome.failed)} failed, {len(outcome.blocked)} waiting for SSGD, of {total}, "
         f"in {time.monotonic() - started:.0f} s"
     )
-    paths = write_report(out, title=_title(spec), grid_size=spec.grid)
+    try:
+        paths = write_report(out, title=_title(spec), grid_size=spec.grid)
+    except InvalidArgument as error:  # a history in the folder that is damaged or foreign
+        return error_exit(error)
     print(f"fl-async bench: report in {out / REPORT}; wrote {', '.join(str(p) for p in paths)}")
     return 1 if outcome.failed or outcome.blocked else 0
 
@@ -175,7 +178,7 @@ def _recorded_grid(out: Path, given: int | None) -> int:
 def _recorded_settings(out: Path) -> dict:
     """The suite's settings: a suite folder's latest call, or a records folder's settings."""
     path = out / SUITE_FILE
-    suite = json.loads(path.read_text()) if path.is_file() else {}
+    suite = read_json(path, "suite file") if path.is_file() else {}
     return suite.get("latest") or suite.get("settings") or {}
 
 
@@ -192,7 +195,7 @@ def write_choice(out: Path, grid: SweepGrid, strategies: tuple[str, ...], size: 
     try:
         if is_records_folder(out):
             records = load_records(out)
-            settings = json.loads((out / SUITE_FILE).read_text()).get("settings") or {}
+            settings = read_json(out / SUITE_FILE, "suite file").get("settings") or {}
         else:
             size = _recorded_grid(out, size)
             records = {split: split_records(runs, size) for split, runs in load_runs(out).items()}

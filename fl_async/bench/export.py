@@ -16,7 +16,6 @@ kept, never replaced, and only the runs it lacks are written.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ from fl_async.bench.records import (
 )
 from fl_async.bench.report import load_runs
 from fl_async.bench.runner import SUITE_FILE
-from fl_async.files import write_atomically
+from fl_async.files import read_json, write_atomically
 from fl_async.validation import InvalidArgument
 
 SUITE_FORMAT = "fl-async-bench-records/1"
@@ -49,7 +48,7 @@ def is_records_folder(folder: Path) -> bool:
     path = folder / SUITE_FILE
     if not path.is_file():
         return False
-    return json.loads(path.read_text()).get("format") == SUITE_FORMAT
+    return read_json(path, "suite file").get("format") == SUITE_FORMAT
 
 
 def suite_settings(out: Path) -> dict[str, Any]:
@@ -58,7 +57,7 @@ def suite_settings(out: Path) -> dict[str, Any]:
     path = out / SUITE_FILE
     if not path.is_file():
         return {"settings": None, "command": None, "calls": []}
-    suite = json.loads(path.read_text())
+    suite = read_json(path, "suite file")
     settings = dict(suite.get("latest") or {})
     settings["run-config"] = {
         k: v for k, v in (settings.get("run-config") or {}).items() if k not in MACHINE_KEYS
@@ -105,7 +104,7 @@ def merge_suite(
     records = _suite_records(out, dest, grid_size)
     existing = load_records(dest)
     kept, notes = _kept_records(records, existing)
-    old = json.loads((dest / SUITE_FILE).read_text())
+    old = read_json(dest / SUITE_FILE, "suite file", keys=("settings",))
     new = suite_file(out, records, grid_size)
     merged = {
         "format": SUITE_FORMAT,
@@ -258,8 +257,8 @@ def _remove_stale(dest: Path, keep: set[Path]) -> None:
         if path in keep:
             continue
         try:
-            stale = json.loads(path.read_text()).get("format") == RECORD_FORMAT
-        except (json.JSONDecodeError, AttributeError):
-            stale = False
+            stale = read_json(path, "bench record").get("format") == RECORD_FORMAT
+        except InvalidArgument:
+            stale = False  # not a record: not ours to remove
         if stale:
             path.unlink()

@@ -26,6 +26,7 @@ from fl_async.bench.grid import (
 )
 from fl_async.bench.scenarios import STRATEGIES, is_run_name
 from fl_async.config import DEFAULTS
+from fl_async.files import read_json
 from fl_async.validation import InvalidArgument
 
 RECORD_FORMAT = "fl-async-bench-record/1"
@@ -179,7 +180,7 @@ def load_records(folder: Path) -> dict[str, Records]:
         strategy, _, seed = path.stem.rpartition("-seed")
         if not is_run_name(strategy) or not seed.isdigit():
             continue
-        record = json.loads(path.read_text())
+        record = read_json(path, "bench record", keys=("format",))
         if record.get("format") != RECORD_FORMAT:
             raise InvalidArgument(f"{path} is not a record of format {RECORD_FORMAT!r}")
         found.setdefault(path.parent.name, {}).setdefault(strategy, {})[int(seed)] = record

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fl_async.app.results import HISTORY
+from fl_async.app.results import HISTORY, read_history
 from fl_async.bench import metrics, stats
 from fl_async.bench.grid import DEFAULT_GRID, Grid
 from fl_async.bench.records import (
@@ -51,7 +51,7 @@ def load_runs(out: Path) -> dict[str, Runs]:
         strategy, _, seed = path.parent.name.rpartition("-seed")
         if not is_run_name(strategy) or not seed.isdigit():
             continue
-        history = json.loads(path.read_text())
+        history = read_history(path)
         found.setdefault(path.parent.parent.name, {}).setdefault(strategy, {})[int(seed)] = history
     return found
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fl_async.app.config import parse_run_config
-from fl_async.app.results import HISTORY
+from fl_async.app.results import HISTORY, read_history
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.scenarios import (
     BASELINE,
@@ -32,7 +32,7 @@ from fl_async.bench.scenarios import (
     run_config,
     to_run_config_text,
 )
-from fl_async.files import write_atomically
+from fl_async.files import read_json, write_atomically
 from fl_async.validation import InvalidArgument, check_int
 
 SUITE_FILE = "suite.json"
@@ -139,7 +139,7 @@ def is_done(directory: Path) -> bool:
 
 def baseline_budget(directory: Path) -> float:
     """The virtual time at which the SSGD run in ``directory`` ended."""
-    history = json.loads((directory / HISTORY).read_text())
+    history = read_history(directory / HISTORY)
     return float(history["virtual-time"])
 
 
@@ -150,7 +150,7 @@ def check_existing(directory: Path, config: dict) -> None:
         return
     # output-dir is left out of the comparison: a suite folder may be moved; and the tracking
     # keys, which change where a run is logged, not what it computes.
-    before = json.loads(recorded.read_text()).get("run-config")
+    before = read_json(recorded, "run file").get("run-config")
     wanted = _compared(json.loads(json.dumps(config)))
     if before is not None:
         before = _compared(before)
@@ -253,7 +253,7 @@ def run_one(
 def record_call(out: Path, spec: SuiteSpec) -> None:
     """Add this call (time, command line, settings) to the suite folder's ``suite.json``."""
     path = out / SUITE_FILE
-    suite = json.loads(path.read_text()) if path.is_file() else {"calls": []}
+    suite = read_json(path, "suite file", keys=("calls",)) if path.is_file() else {"calls": []}
     suite["calls"].append(
         {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv, **spec.as_json()}
     )

@@ -11,14 +11,13 @@ still going (``Launch.stop_all``) before it returns.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl_async.app.results import HISTORY
+from fl_async.app.results import HISTORY, read_history
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
 from fl_async.bench.records import summary
@@ -199,5 +198,5 @@ class _Loop:
 
 def _final_accuracy(directory: Path) -> float | None:
     """The run's final accuracy (its last central evaluation), as its record would say."""
-    value = summary(json.loads((directory / HISTORY).read_text()))["final-accuracy"]
+    value = summary(read_history(directory / HISTORY))["final-accuracy"]
     return None if value is None else float(value)

@@ -4,6 +4,12 @@
 meaning, and a checkpoint of another schema is refused with a message saying what to do,
 instead of being half-read.
 
+The file is a state file (``fl_async.statefile``): plain values and numpy arrays with a
+SHA-256 of the payload, read without running any code. A file that is foreign, truncated,
+corrupted or of another schema is refused with one line naming it and what to do, and left in
+place. Checkpoints of fl-async before schema 3 were pickles; one found in the directory is refused
+the same way and never unpickled (unpickling a file can run any code in it).
+
 One run owns a checkpoint directory at a time: the one that started last. Each run claims it
 by writing a lease file with a token of its own; a run that finds another token there has been
 superseded (a new run resumed from its checkpoint while it was still alive) and stops before it
@@ -14,23 +20,30 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fl_async import statefile
 from fl_async.files import write_atomically
 
-FILENAME = "fl-async-checkpoint.pkl"
+FILENAME = "fl-async-checkpoint.state"
+PICKLED = "fl-async-checkpoint.pkl"
+"""The checkpoint file of schemas 1 and 2 (a pickle): refused, never read."""
+FORMAT = "fl-async-checkpoint"
 LEASE = "fl-async-lease.json"
 """The owner of the directory: the run that claimed it last (token, process id, host, time)."""
-SCHEMA = 2
-"""Schema 1 was a plain dict of positional tuples (fl-async 0.1 before the runtime rebuild)."""
+SCHEMA = 3
+"""Schema 3 is a state file; 2 was a pickled ``RunState``, 1 a pickled dict of tuples."""
+WHAT_TO_DO = (
+    "delete it (or move it away) to start afresh, or give the run another checkpoint directory "
+    "(the app: another output-dir)"
+)
 
 
 @dataclass
@@ -157,23 +170,68 @@ class Checkpointer:
         """
         self.check_owner()
         self.last_step = version
-        write_atomically(self.path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomically(self.path, statefile.dumps(to_tree(state)))
         return self.path
 
     def load(self) -> RunState | None:
-        """The saved state, None when there is none; ``CheckpointError`` for another schema."""
+        """The saved state, None when there is none; ``CheckpointError`` (one line naming the
+        file and what to do; the file left as it is) when it cannot be resumed."""
+        pickled = self.directory / PICKLED
+        if pickled.exists():
+            raise CheckpointError(
+                f"{pickled} is a checkpoint of an older fl-async, stored with pickle, which "
+                f"cannot be resumed safely (reading a pickle can run any code in it), so it was "
+                f"not read: {WHAT_TO_DO}"
+            )
         if not self.path.exists():
             return None
-        with self.path.open("rb") as f:
-            state = pickle.load(f)
-        schema = state.schema if isinstance(state, RunState) else 1
-        if schema != SCHEMA:
+        try:
+            return from_tree(statefile.loads(self.path.read_bytes()))
+        except (OSError, statefile.StateFileError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
             raise CheckpointError(
-                f"{self.path} was written with checkpoint schema {schema}; this fl-async reads "
-                f"schema {SCHEMA} only. Resume it with the fl-async version that wrote it, or "
-                f"start a new run in another directory."
-            )
-        return state
+                f"cannot resume from {self.path}: {reason}; {WHAT_TO_DO}"
+            ) from None
+
+
+def to_tree(state: RunState) -> dict[str, Any]:
+    """``state`` as a tree of plain values and arrays (what a state file holds)."""
+    values = {f.name: getattr(state, f.name) for f in fields(state)}
+    values["nodes"] = {k: _plain(node) for k, node in state.nodes.items()}
+    values["in_flight"] = [_plain(task) for task in state.in_flight]
+    return {"format": FORMAT, "schema": state.schema, "state": values}
+
+
+def from_tree(tree: Any) -> RunState:
+    """The ``RunState`` that ``to_tree`` turned into ``tree``; ``StateFileError`` otherwise."""
+    if not isinstance(tree, dict) or tree.get("format") != FORMAT:
+        raise statefile.StateFileError("it is a state file, but not an fl-async checkpoint")
+    if tree.get("schema") != SCHEMA:
+        raise statefile.StateFileError(
+            f"it was written with checkpoint schema {tree.get('schema')!r}; this fl-async reads "
+            f"schema {SCHEMA} only (the fl-async version that wrote it can resume it)"
+        )
+    values = _fields_of(RunState, tree.get("state"))
+    if not isinstance(values["nodes"], dict) or not isinstance(values["in_flight"], list):
+        raise statefile.StateFileError("its nodes or tasks in flight are not a dict and a list")
+    values["nodes"] = {k: SavedNode(**_fields_of(SavedNode, v)) for k, v in values["nodes"].items()}
+    values["in_flight"] = [SavedTask(**_fields_of(SavedTask, t)) for t in values["in_flight"]]
+    return RunState(**values)
+
+
+def _plain(item: SavedNode | SavedTask) -> dict[str, Any]:
+    return {f.name: getattr(item, f.name) for f in fields(item)}
+
+
+def _fields_of(kind: type, values: Any) -> dict[str, Any]:
+    """``values`` if it is a dict with exactly the fields of dataclass ``kind``."""
+    names = {f.name for f in fields(kind)}
+    if not isinstance(values, dict) or set(values) != names:
+        got = sorted(map(str, values)) if isinstance(values, dict) else type(values).__name__
+        raise statefile.StateFileError(
+            f"its {kind.__name__} does not have the expected fields (got {got})"
+        )
+    return values
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

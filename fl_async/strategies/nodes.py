@@ -236,10 +236,7 @@ class NodeRegistry:
         answers += self._query(grid, node_ids[len(answers) :], wait)
         found = []
         for reply in answers:
-            metrics = {} if reply is None or reply.has_error() else protocol.metrics_of(reply)
-            partition, examples = metrics.get("partition-id"), metrics.get("num-examples")
-            found.append((None if partition is None else int(partition),
-                          None if examples is None else int(examples)))  # fmt: skip
+            found.append(protocol.read_identity(reply))
         unidentified = sum(p is None for p, _ in found)
         if unidentified and not self._warned_unidentified:
             self._warned_unidentified = True
