@@ -207,8 +207,15 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
             if not self._dispatch(grid) and not self._book:
                 stop = self._wait_for_nodes(grid)
             elif self._next_reply(grid):
-                self._after_step()
+                self._after_step(dispatch=lambda: self._dispatch_early(grid, limits))
         return self._end(grid, stop, evaluate_config)
+
+    def _dispatch_early(self, grid: Grid, limits: tuple) -> None:
+        """Send the tasks a step allows before its evaluation when that evaluation cannot stop
+        the run (no target accuracy, no ``should_stop``) and nothing else stops it: what the
+        loop would send next, sent before the server spends its time evaluating."""
+        if limits[3] is None and self._should_stop is None and not self._stop_reason(*limits):
+            self._dispatch(grid)
 
     def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
                      target: float | None) -> str:  # fmt: skip
@@ -279,6 +286,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self._stop_detail = ""
         self._should_stop: ShouldStop | None = None
         self._stop_requested = False
+        self._evaluated: tuple[int, MetricRecord | None] | None = None
+        """The last server step evaluated centrally and its metrics (``_central``)."""
         self._started = False
         self._grid: list[tuple[int, float]] = []
         """Grid points ``(index, virtual time)`` not evaluated yet, earliest first."""

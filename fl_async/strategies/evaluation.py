@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from logging import INFO
 
+from flwr.app import MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result
 
@@ -26,13 +27,18 @@ ShouldStop = Callable[[int, Result], bool]
 class StepBoundaries:
     """``AsyncStrategy``'s work after each server step and at each evaluation boundary."""
 
-    def _after_step(self) -> None:
+    def _after_step(self, dispatch: Callable[[], object] | None = None) -> None:
+        """Forget departed nodes, evaluate when due, checkpoint when due. ``dispatch`` sends the
+        tasks the step allows; it runs before an evaluation that cannot stop the run, so that
+        the nodes train while the server evaluates (they get the same model either way)."""
         version = self.aggregator.version
         for stable, at in list(self._forget_at.items()):
             if version >= at:
                 self.aggregator.forget(stable)
                 del self._forget_at[stable]
         if version - self._recorder.last_eval_step >= self._eval_every:
+            if dispatch is not None:
+                dispatch()
             self._evaluate()
             self._ask_should_stop(version)
         if self._checkpointer is not None and self._checkpointer.due(version):
@@ -55,21 +61,27 @@ class StepBoundaries:
         model in force then, since nothing is applied before the task that ends at ``until``."""
         while self._grid and (self._grid[0][1] < until or inclusive and self._grid[0][1] <= until):
             index, at = self._grid.pop(0)
-            metrics = None
-            if self._evaluate_fn is not None:
-                metrics = self._evaluate_fn(self.aggregator.version, self._model_record())
+            metrics = self._central(self.aggregator.version)
             if metrics is not None:
                 self._recorder.grid_evaluation(index, at, self.aggregator.version, metrics)
 
     def _evaluate(self) -> None:
         version = self.aggregator.version
         self._recorder.last_eval_step = version
-        if self._evaluate_fn is None:
-            return
-        metrics = self._evaluate_fn(version, self._model_record())
+        metrics = self._central(version)
         if metrics is not None:
             when = self._order.describe(self._recorder.wall())
             self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
+
+    def _central(self, version: int) -> MetricRecord | None:
+        """``evaluate_fn`` on the current model, called once per server step: a version names
+        one model, and every grid point until the next step (and an evaluation due at that
+        step) sees the same one."""
+        if self._evaluate_fn is None:
+            return None
+        if self._evaluated is None or self._evaluated[0] != version:
+            self._evaluated = (version, self._evaluate_fn(version, self._model_record()))
+        return self._evaluated[1]
 
 
 def grid_times(size: int | None, budget: float | None) -> list[tuple[int, float]]:
