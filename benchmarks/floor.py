@@ -12,7 +12,12 @@ central evaluations in plain processes, one per core (``floor_replay``). It repo
 
 - efficiency = floor / run, the run being the history's ``wall-time`` (``start()`` to its end);
 - start-up = the command's wall time minus the run's, and the milestones of the start-up;
-- CPU seconds per process group, and the cores the whole command kept busy.
+- CPU seconds per process group, over the whole command and within the run (from the step-0
+  evaluation to the end), and the cores the whole command kept busy; the floor's own CPU
+  seconds per process.
+
+``--baseline CHECKOUT`` runs each workload again from another checkout (a ``git worktree`` at
+an older commit) after each repeat, so start-up times come in pairs measured minutes apart.
 
 One compact JSON result (``benchmark: floor``) goes to ``--out`` (default
 ``benchmarks/results/measured/floor-<date>-<commit>.json``); ``measured_tables.py`` renders it
@@ -91,6 +96,7 @@ class CpuSampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.interval = root, interval
         self.seen: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -107,8 +113,18 @@ class CpuSampler(threading.Thread):
                 group = group_of(pid)
                 if known and (known[0] == "Ray actor" or group in ("other", "gone")):
                     group = known[0]
-                self.seen[pid] = (group, cpu)
+                with self._lock:
+                    self.seen[pid] = (group, cpu)
             self._halt.wait(self.interval)
+
+    def snapshot(self) -> dict[str, float]:
+        """CPU seconds so far per group, the Ray actors together (``Ray actors``)."""
+        totals: dict[str, float] = {}
+        with self._lock:
+            for group, cpu in self.seen.values():
+                name = "Ray actors" if group == "Ray actor" else group
+                totals[name] = totals.get(name, 0.0) + cpu
+        return totals
 
     def stop(self) -> dict[str, Any]:
         """CPU seconds per group (each Ray actor on its own) and in all."""
@@ -126,17 +142,20 @@ class CpuSampler(threading.Thread):
         return groups
 
 
-def run_command(workload: str, output: Path) -> dict[str, Any]:
-    """Run the main command of ``workload`` into ``output``; wall time, milestones, CPU."""
+def run_command(workload: str, output: Path, app: Path = HERE.parent) -> dict[str, Any]:
+    """Run the main command of ``workload`` from the checkout ``app`` into ``output``; wall
+    time, milestones, CPU."""
     args = list(WORKLOADS[workload])
     where = f"output-dir='{output}'"
     i = args.index("--run-config") + 1
     args[i] = f"{args[i]} {where}"
-    command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent), *args]
+    # Run from ``app``: ``python -m`` imports that checkout's fl_async (a baseline worktree).
+    command = [sys.executable, "-m", "fl_async.app", "--app", str(app), *args]
     milestones: dict[str, float] = {}
+    snapshots: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env={**os.environ, **ENV}, cwd=HERE.parent) as process:  # fmt: skip
+                          env={**os.environ, **ENV}, cwd=app) as process:  # fmt: skip
         sampler = CpuSampler(process.pid)
         sampler.start()
         tail: list[str] = []
@@ -146,35 +165,57 @@ def run_command(workload: str, output: Path) -> dict[str, Any]:
             for name, pattern in MILESTONES.items():
                 if name not in milestones and re.search(pattern, line):
                     milestones[name] = round(now, 2)
+                    snapshots[name] = sampler.snapshot()
         code = process.wait()
     wall = time.perf_counter() - started
     cpu = sampler.stop()
     if code != 0:
         raise RuntimeError(f"{workload}: exit {code}:\n" + "\n".join(tail))
     return {"command-wall": round(wall, 2), "milestones": milestones, "cpu": cpu,
+            "cpu-in-run": _between(snapshots, "step-0-evaluated", "finished"),
             "cores-busy": round(cpu["total"] / wall, 2)}  # fmt: skip
 
 
-def measure(workload: str, processes: int) -> dict[str, Any]:
-    """One run of ``workload`` and its floor."""
+def _between(snapshots: dict[str, dict[str, float]], first: str, last: str) -> dict[str, float]:
+    """CPU seconds per group from milestone ``first`` to ``last`` (the run's own part of the
+    command, without the start-up), and in all."""
+    if first not in snapshots or last not in snapshots:
+        return {}
+    start, end = snapshots[first], snapshots[last]
+    spent = {g: round(end[g] - start.get(g, 0.0), 2) for g in sorted(end)}
+    return {**spent, "total": round(sum(spent.values()), 2)}
+
+
+def run_once(workload: str, app: Path = HERE.parent) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run of ``workload`` from ``app``: its figures (start-up included) and history."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp, "run")
-        measured = run_command(workload, output)
+        measured = run_command(workload, output, app)
         history = json.loads((output / "history.json").read_text(encoding="utf-8"))
-    floor = replay(history, processes)
     run = history["wall-time"]
-    updates = history["num-updates"]
     return {
         **measured,
         "load-before": round(load, 2),
         "run-wall": round(run, 2),
         "startup": round(measured["command-wall"] - run, 2),
         "first-update-wall": round(min(u["wall-time"] for u in history["updates"]), 2),
-        "updates": updates,
+        "updates": history["num-updates"],
         "final-accuracy": history["final-accuracy"],
+    }, history
+
+
+def measure(workload: str, processes: int) -> dict[str, Any]:
+    """One run of ``workload`` and its floor."""
+    measured, history = run_once(workload)
+    floor = replay(history, processes)
+    run = history["wall-time"]
+    updates = history["num-updates"]
+    return {
+        **measured,
         "floor": round(floor["floor-seconds"], 2),
         "floor-busy": [round(b, 2) for b in floor["busy-seconds"]],
+        "floor-cpu": [round(c, 2) for c in floor["cpu-seconds"]],
         "evaluations": floor["evaluations"],
         "efficiency": round(floor["floor-seconds"] / run, 3),
         "run-ms-per-update": round(1e3 * run / updates, 2),
@@ -190,6 +231,32 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 max(r[k] for r in runs)] for k in keys}  # fmt: skip
 
 
+def _workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``args.repeats`` measurements of ``workload``, each followed by the baseline's run."""
+    runs, baseline = [], []
+    for k in range(args.repeats):
+        runs.append(measure(workload, args.processes))
+        shown = {key: runs[-1][key] for key in ("efficiency", "run-wall", "floor", "startup")}
+        if args.baseline is not None:
+            baseline.append(run_once(workload, args.baseline)[0])
+            shown["baseline-startup"] = baseline[-1]["startup"]
+        print(f"{workload} {k + 1}/{args.repeats}: {json.dumps(shown)}", flush=True)
+    out = {"command": WORKLOADS[workload], "summary": summarise(runs), "runs": runs}
+    if baseline:
+        out["baseline"] = {"runs": baseline, "startup": _spread([r["startup"] for r in baseline]),
+                           "run-wall": _spread([r["run-wall"] for r in baseline])}  # fmt: skip
+    return out
+
+
+def _spread(values: list[float]) -> list[float]:
+    return [statistics.median(values), min(values), max(values)]
+
+
+def _commit_of(checkout: Path) -> str:
+    git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
+    return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS))
@@ -197,21 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--label", default="", help="what this result measures (free text)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--baseline", type=Path, default=None, metavar="CHECKOUT",
+        help="also run each workload from this checkout (e.g. a git worktree at an older "
+        "commit) right after each repeat, for paired start-up times",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"benchmark": "floor", **provenance(), "label": args.label,
                               "cores": os.cpu_count(), "workloads": {}}  # fmt: skip
+    if args.baseline is not None:
+        result["baseline-commit"] = _commit_of(args.baseline)
     for workload in args.workload or ["main", "asgd"]:
-        runs = []
-        for k in range(args.repeats):
-            runs.append(measure(workload, args.processes))
-            print(
-                f"{workload} {k + 1}/{args.repeats}: "
-                + json.dumps(
-                    {key: runs[-1][key] for key in ("efficiency", "run-wall", "floor", "startup")}
-                )
-            )
-        result["workloads"][workload] = {"command": WORKLOADS[workload],
-                                         "summary": summarise(runs), "runs": runs}  # fmt: skip
+        result["workloads"][workload] = _workload(workload, args)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or HERE / "results" / "measured" / f"floor-{stamp}-{result['commit']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -76,11 +76,12 @@ def _worker(config: dict, tasks: mp.Queue, ready: mp.Queue, go: Any, done: mp.Qu
     ready.put(True)
     go.wait()
     busy = 0.0
+    cpu = time.process_time()
     while (task := tasks.get()) is not None:
         started = time.perf_counter()
         run(task)
         busy += time.perf_counter() - started
-    done.put(busy)
+    done.put((busy, time.process_time() - cpu))
 
 
 def replay(history: dict[str, Any], processes: int) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def replay(history: dict[str, Any], processes: int) -> dict[str, Any]:
             ready.get(timeout=READY_TIMEOUT)
         started = time.perf_counter()
         go.set()
-        busy = [done.get(timeout=READY_TIMEOUT + 60 * len(work)) for _ in workers]
+        finished = [done.get(timeout=READY_TIMEOUT + 60 * len(work)) for _ in workers]
         floor = time.perf_counter() - started
     except queue.Empty as error:
         raise RuntimeError("a replay worker neither finished nor failed in time") from error
@@ -116,7 +117,8 @@ def replay(history: dict[str, Any], processes: int) -> dict[str, Any]:
     trains = sum(kind == "train" for kind, _, _ in work)
     return {
         "floor-seconds": floor,
-        "busy-seconds": busy,
+        "busy-seconds": [b for b, _ in finished],
+        "cpu-seconds": [c for _, c in finished],
         "train-tasks": trains,
         "evaluations": len(work) - trains,
         "processes": processes,
