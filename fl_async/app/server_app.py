@@ -316,11 +316,18 @@ def _num_parameters(model: nn.Module) -> int:
 def _versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for package in ("fl-async", "flwr", "torch", "numpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
+        found[package] = _version(package)
     return found
+
+
+def _version(package: str) -> str:
+    # Flower's pre-releases are the distribution flwr-nightly, holding the same flwr package.
+    for name in (package, "flwr-nightly") if package == "flwr" else (package,):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def _percent(value: float | None) -> str:
