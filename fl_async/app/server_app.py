@@ -74,7 +74,7 @@ class CentralEvaluation:
 def run(grid: Grid, config: AppConfig) -> Path:
     """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
     require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
-    if config.values["tracking.backend"]:
+    if config.values["tracking.backend"]:  # before the run too
         require_backend(str(config.values["tracking.backend"]))
     output = output_directory(config)
     if config.data_download:
@@ -88,12 +88,7 @@ def run(grid: Grid, config: AppConfig) -> Path:
     flower = config.strategy == FLOWER_FEDAVG
     strategy = None if flower else build_strategy(config, clock=clock, output=output)
     model = new_model(config.data, data, seed=config.seed)
-    log(
-        INFO,
-        "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
-        config.strategy, config.data.dataset, len(labels), len(data.test), config.num_nodes,
-        config.data.scheme, config.clock, output,
-    )  # fmt: skip
+    _log_start(config, data, output)
     if strategy is not None and strategy.checkpoint_dir is not None:
         _log_checkpoints(config, strategy.checkpoint_dir, output)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -126,6 +121,15 @@ def run(grid: Grid, config: AppConfig) -> Path:
         result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
     )  # fmt: skip
     return output
+
+
+def _log_start(config: AppConfig, data: RunData, output: Path) -> None:
+    log(
+        INFO,
+        "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
+        config.strategy, config.data.dataset, len(data.labels), len(data.test), config.num_nodes,
+        config.data.scheme, config.clock, output,
+    )  # fmt: skip
 
 
 def _track(config: AppConfig, history_file: Path) -> None:
@@ -316,11 +320,18 @@ def _num_parameters(model: nn.Module) -> int:
 def _versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for package in ("fl-async", "flwr", "torch", "numpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
+        found[package] = _version(package)
     return found
+
+
+def _version(package: str) -> str:
+    # Flower's pre-releases are the distribution flwr-nightly, holding the same flwr package.
+    for name in (package, "flwr-nightly") if package == "flwr" else (package,):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def _percent(value: float | None) -> str:

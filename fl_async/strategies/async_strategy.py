@@ -176,14 +176,12 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         """Run asynchronously until a budget is spent; a drop-in for ``FedAvg.start``.
 
         ``num_rounds`` is a budget of ``num_rounds x (number of nodes)`` accepted updates;
-        ``max_updates``, ``max_virtual_time``, ``max_wall_time`` and ``target_accuracy`` (on
-        ``evaluate_fn``'s ``target_metric``) stop it earlier. ``timeout`` is each task's TTL
-        and the longest wait for a reply or for nodes. A run that can make no progress stops
-        by itself; ``AsyncResult.stopped_by`` says why. ``should_stop(server_step, result)``,
-        as in Flower 1.43, is asked at each evaluation boundary (``strategies.evaluation``).
+        ``max_updates``, ``max_virtual_time``, ``max_wall_time``, ``target_accuracy`` (on
+        ``evaluate_fn``'s ``target_metric``) and Flower 1.43's ``should_stop(server_step, result)``
+        (asked at each evaluation boundary) stop it earlier. ``timeout``: each task's TTL and the
+        longest wait. A run that cannot progress stops by itself (``AsyncResult.stopped_by``).
         """
-        self._new_run(timeout=timeout, evaluate_fn=evaluate_fn, max_wall_time=max_wall_time)
-        self._should_stop = check_should_stop(should_stop)
+        self._new_run(timeout, evaluate_fn, max_wall_time, should_stop)
         if self._checkpointer is not None:
             self._checkpointer.claim()  # before resuming: a run still alive on it stops
         self._grid = grid_times(self.eval_grid, max_virtual_time)
@@ -257,8 +255,9 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         )  # fmt: skip
 
     # ------------------------------------------------------------------------------ set-up
-    def _new_run(self, *, timeout: float, evaluate_fn: EvaluateFn | None,
-                 max_wall_time: float | None = None) -> None:  # fmt: skip
+    def _new_run(self, timeout: float, evaluate_fn: EvaluateFn | None,
+                 max_wall_time: float | None = None,
+                 should_stop: ShouldStop | None = None) -> None:  # fmt: skip
         """Create all of a run's state, empty (the one place run state is made)."""
         self._timeout = float(timeout)
         self._max_wall_time = max_wall_time
@@ -284,7 +283,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self._eval_every = 1
         self._patience = 1
         self._stop_detail = ""
-        self._should_stop: ShouldStop | None = None
+        self._should_stop = check_should_stop(should_stop)
         self._stop_requested = False
         self._evaluated: tuple[int, MetricRecord | None] | None = None
         """The last server step evaluated centrally and its metrics (``_central``)."""

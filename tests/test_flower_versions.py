@@ -1,0 +1,32 @@
+"""The Flower releases fl-async declares, and a run's record of the one it ran on."""
+
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from fl_async.app import server_app
+
+
+def test_the_declared_flower_range_admits_1_41_to_1_43():
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    (flwr,) = [Requirement(r) for r in project["dependencies"] if r.startswith("flwr")]
+    admitted = [v for v in ("1.40.0", "1.41.0", "1.42.0", "1.43.0", "2.0.0") if v in flwr.specifier]
+    assert admitted == ["1.41.0", "1.42.0", "1.43.0"]
+    # flwr-nightly is another distribution: it is installed over flwr by hand (docs/running.md)
+    assert flwr.specifier.contains("1.43.0.dev20261026", prereleases=True)
+
+
+def test_a_run_records_flowers_version_also_from_flwr_nightly(monkeypatch):
+    real = metadata.version
+
+    def nightly_only(name):
+        if name == "flwr":
+            raise metadata.PackageNotFoundError(name)
+        return "1.43.0.dev20261026" if name == "flwr-nightly" else real(name)
+
+    monkeypatch.setattr(metadata, "version", nightly_only)
+    versions = server_app._versions()
+    assert versions["flwr"] == "1.43.0.dev20261026"
+    assert versions["fl-async"] == real("fl-async")
