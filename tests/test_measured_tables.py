@@ -132,7 +132,7 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
     )  # fmt: skip
     assert [r["nodes"] for r in result["runs"]] == [100, 10000]
     assert not any("log-tail" in r or "commit" in r for r in result["runs"])
-    assert "| gsgm | 10,000 | 20,000 |" in tables.scale_table(result)
+    assert "| gsgm | 10,000 | 20,000 |" in tables.RENDERERS["scale"](result)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**json.loads(files[0].read_text()), "commit": "def5678"}))
     with pytest.raises(SystemExit, match="runs of one commit and versions"):
