@@ -16,7 +16,6 @@ model, bit for bit (checked).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import tempfile
@@ -24,7 +23,8 @@ import time
 from typing import Any
 
 import numpy as np
-from aggregators import make_deltas, make_model, write_report
+from aggregators import make_deltas, make_model
+from measured import header, write
 
 from fl_async.aggregators import GSGM, ClientUpdate
 
@@ -104,7 +104,6 @@ def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) ->
         memory_ms = statistics.median(every[arm]["memory"]) * 1e3
         disk_ms = statistics.median(every[arm]["disk"]) * 1e3
         summary[arm] = {
-            "pairs": rows,
             "memory_ms_median": memory_ms,
             "disk_ms_median": disk_ms,
             "ratio_of_medians": disk_ms / memory_ms,
@@ -136,14 +135,9 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/gsgm_cache.json")
     args = parser.parse_args()
     cache_dir = args.cache_dir or tempfile.gettempdir()
-    load_before = os.getloadavg()
+    started = header("gsgm_cache")
     results = [measure(p, args.nodes, args.rounds, args.block, cache_dir) for p in args.params]
-    report = {
-        "cache_dir": cache_dir,
-        "load_average": {"before": load_before, "after": os.getloadavg()},
-        "results": results,
-    }
-    write_report(report, args.out)
+    write({**started, "cache_dir": cache_dir, "rounds": args.rounds, "results": results}, args.out)
 
 
 if __name__ == "__main__":
