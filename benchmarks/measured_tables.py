@@ -20,7 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 BEGIN = re.compile(r"^<!-- measured from (benchmarks/results/measured/[\w.-]+\.json) -->$")
 END = "<!-- end measured -->"
 PACKAGE = "fl_async_benchmark_tables"
@@ -31,16 +32,17 @@ class BlockError(ValueError):
     """A block that cannot be generated (the message names the file and line)."""
 
 
-def load_renderers() -> dict[str, Callable[[dict], str]]:
-    """The table of every benchmark kind, from the modules of ``benchmarks/tables/``."""
-    init = Path(__file__).resolve().parent / "tables" / "__init__.py"
+def load_renderers(
+    folder: Path = HERE / "tables", package: str = PACKAGE
+) -> dict[str, Callable[[dict], str]]:
+    """The table of every benchmark kind, from the modules of ``folder`` imported as ``package``."""
     spec = importlib.util.spec_from_file_location(
-        PACKAGE, init, submodule_search_locations=[str(init.parent)]
+        package, folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = package
-    spec.loader.exec_module(package)
-    return package.renderers()
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    return module.renderers()
 
 
 RENDERERS = load_renderers()
