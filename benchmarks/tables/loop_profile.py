@@ -26,8 +26,8 @@ def table(result: dict) -> str:
     for r in runs:
         base = fewest[r["strategy"]]
         lines.append(
-            f"| {r['strategy']} | {r['nodes']:,} | {r['cpu-us']:.0f} | "
-            f"{r['cpu-us'] / base['cpu-us']:.2f}x | {r['median-gap-us']:.0f} | "
-            f"{r['mean-gap-us']:.0f} |"
+            f"| {r['strategy']} | {r['nodes']:,} | {r['cpu-us']:,.0f} | "
+            f"{r['cpu-us'] / base['cpu-us']:.2f}x | {r['median-gap-us']:,.0f} | "
+            f"{r['mean-gap-us']:,.0f} |"
         )
     return "\n".join(lines)
