@@ -211,3 +211,19 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
     other.write_text(json.dumps({**json.loads(files[0].read_text()), "commit": "def5678"}))
     with pytest.raises(SystemExit, match="runs of one commit and versions"):
         scale.bundle(out, [files[0], other])
+
+
+def test_the_aggregators_table_holds_each_rule_to_its_target() -> None:
+    rule = {"ms_per_update": 4.5, "copy_ms": 1.0, "x_copy": 4.5}
+    result = {
+        "benchmark": "aggregators", "commit": "abc1234", "date": "2026-11-26",
+        "versions": "numpy 2.4.6", "cpus": 2, "load": [1.0, 2.0], "params": 1000,
+        "with_base": False, "updates": 30, "rules": {"ASGD": rule, "GSGM": rule},
+        "gsgm_scaling": {"params": 1000, "ms_10_nodes": 2.0, "ms_1000_nodes": 4.0, "ratio": 2.0},
+    }  # fmt: skip
+    made = tables.RENDERERS["aggregators"](result)
+    assert made.startswith("`python benchmarks/aggregators.py --without-base` at commit abc1234")
+    assert "| ASGD | 4.50 | 1.00 | 4.50 | ≤ 4 (not met) |" in made
+    assert "| GSGM | 4.50 | 1.00 | 4.50 | ≤ 15 (met) |" in made
+    assert "GSGM with 1,000 cached nodes against 10 (1,000 values): 4.00 against 2.00" in made
+    assert "ratio 2.00 (target ≤ 1.5: not met)" in made
