@@ -1,21 +1,20 @@
 """Per-update time of every aggregation rule, as a multiple of one copy of the model.
 
-Run by hand (not a test): ``python benchmarks/aggregators.py``. Targets (issue 2): ASGD <= 4x a
-copy, every rule <= 15x, GSGM with 1,000 cached nodes <= 1.5x its time with 10.
+Run by hand (not a test): ``python benchmarks/aggregators.py [--without-base] [--out FILE]``.
+Targets (issue 2): ASGD <= 4x a copy, every rule <= 15x, GSGM with 1,000 cached nodes <= 1.5x
+its time with 10. Writes a compact result (``measured.py``) that ``measured_tables.py`` renders.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from measured import header, write
 
 from fl_async.aggregators import (
     ASGD,
@@ -109,18 +108,21 @@ def make_deltas(model: list[np.ndarray], rng: np.random.Generator) -> list[list[
 def measure_rules(
     params: int, updates: int, rng: np.random.Generator, with_base: bool = True
 ) -> dict[str, Any]:
-    """Every rule's time per update on a ``params``-value model, against one copy of it."""
+    """Every rule's time per update on a ``params``-value model, against copies of it timed just
+    before and just after the rule (so that a busy machine's changing speed cancels out)."""
     model = make_model(params, rng)
     deltas = make_deltas(model, rng)
-    copy_s = time_copy(model, repeats=30)
-    print(f"model: {sum(p.size for p in model):,} float32 values; one copy {copy_s * 1e3:.2f} ms")
-    print(f"{'rule':24s} {'ms/update':>10s} {'x copy':>8s}")
+    print(f"model: {sum(p.size for p in model):,} float32 values")
+    print(f"{'rule':24s} {'ms/update':>10s} {'copy ms':>8s} {'x copy':>8s}")
     results: dict[str, dict[str, float]] = {}
     for name, make in RULES.items():
+        before = time_copy(model, repeats=15)
         seconds = time_rule(make(), model, deltas, updates, num_nodes=10, with_base=with_base)
-        results[name] = {"ms_per_update": seconds * 1e3, "x_copy": seconds / copy_s}
-        print(f"{name:24s} {seconds * 1e3:10.2f} {seconds / copy_s:8.2f}")
-    return {"params": params, "with_base": with_base, "copy_ms": copy_s * 1e3, "rules": results}
+        copy_s = (before + time_copy(model, repeats=15)) / 2
+        results[name] = {"ms_per_update": seconds * 1e3, "copy_ms": copy_s * 1e3,
+                         "x_copy": seconds / copy_s}  # fmt: skip
+        print(f"{name:24s} {seconds * 1e3:10.2f} {copy_s * 1e3:8.2f} {seconds / copy_s:8.2f}")
+    return {"params": params, "with_base": with_base, "rules": results}
 
 
 def measure_gsgm_scaling(
@@ -143,20 +145,6 @@ def measure_gsgm_scaling(
     }
 
 
-def write_report(fields: dict[str, Any], out: str | Path, prefix: str = "") -> Path:
-    """Write ``fields`` as JSON to ``out`` after a ``machine`` block (processor, numpy version),
-    and print ``prefix`` followed by where it went; the path written."""
-    report = {
-        "machine": {"cpus": platform.processor() or platform.machine(), "numpy": np.__version__},
-        **fields,
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"{prefix}written to {out}")
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=int, default=4_000_000, help="model size (floats)")
@@ -173,6 +161,7 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/aggregators.json")
     args = parser.parse_args()
 
+    started = header("aggregators")
     rng = np.random.default_rng(0)
     measured = measure_rules(args.params, args.updates, rng, with_base=not args.without_base)
     scaling = measure_gsgm_scaling(args.gsgm_params, args.gsgm_nodes, args.updates, rng)
@@ -182,8 +171,9 @@ def main() -> None:
         "every_rule_x_copy<=15": all(r["x_copy"] <= 15 for r in results.values()),
         "gsgm_ratio<=1.5": scaling["ratio"] <= 1.5,
     }
-    report = {**measured, "gsgm_scaling": scaling, "targets": targets}
-    write_report(report, args.out, prefix=f"targets: {targets}; ")
+    print(f"targets: {targets}")
+    write({**started, **measured, "updates": args.updates, "gsgm_scaling": scaling,
+           "targets": targets}, args.out)  # fmt: skip
 
 
 if __name__ == "__main__":

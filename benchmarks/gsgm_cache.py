@@ -16,7 +16,6 @@ model, bit for bit (checked).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import tempfile
@@ -24,7 +23,8 @@ import time
 from typing import Any
 
 import numpy as np
-from aggregators import make_deltas, make_model, write_report
+from aggregators import make_deltas, make_model
+from measured import header, write
 
 from fl_async.aggregators import GSGM, ClientUpdate
 
@@ -56,8 +56,26 @@ def timed_block(agg: GSGM, updates: list[ClientUpdate], *, cold: bool) -> tuple[
     return times, faults
 
 
-def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) -> dict[str, Any]:
-    """Interleaved blocks of ``block`` updates, ``rounds`` pairs, on a ``params``-value model."""
+def summarise(ratios: list[float], times: dict[str, list[float]], faults: dict[str, int]) -> dict:
+    """One kind of disk block's figures: each arm's median over all its updates, their ratio,
+    the per-pair ratios' median and quartiles, and each arm's minor page faults per update."""
+    ratios = sorted(ratios)
+    quartiles = statistics.quantiles(ratios, n=4)
+    memory_ms, disk_ms = (statistics.median(times[key]) * 1e3 for key in ("memory", "disk"))
+    return {
+        "memory_ms_median": memory_ms,
+        "disk_ms_median": disk_ms,
+        "ratio_of_medians": disk_ms / memory_ms,
+        "ratio_median": statistics.median(ratios),
+        "ratio_quartiles": [quartiles[0], quartiles[2]],
+        "ratio_min": ratios[0],
+        "ratio_max": ratios[-1],
+        "minor_faults_per_update": {key: n / len(times[key]) for key, n in faults.items()},
+    }
+
+
+def warmed_up(params: int, nodes: int, cache_dir: str) -> tuple[GSGM, GSGM, list]:
+    """The memory and disk aggregators with every node cached, and the updates' deltas."""
     rng = np.random.default_rng(0)
     model = make_model(params, rng)
     deltas = make_deltas(model, rng)
@@ -69,58 +87,34 @@ def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) ->
     node_mb = memory.cache_usage.memory_bytes / nodes / 2**20
     print(f"{params:,} values, {nodes:,} nodes ({node_mb:.2f} MiB a node): "
           f"memory {memory.cache_usage}, disk {disk.cache_usage}")  # fmt: skip
-    pairs: dict[str, list[dict[str, float]]] = {"disk": [], "cold": []}
-    every: dict[str, dict[str, list[float]]] = {arm: {"memory": [], "disk": []} for arm in pairs}
-    faults = {arm: {"memory": 0, "disk": 0} for arm in pairs}
+    return memory, disk, deltas
+
+
+def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) -> dict[str, Any]:
+    """Interleaved blocks of ``block`` updates, ``rounds`` pairs, on a ``params``-value model."""
+    memory, disk, deltas = warmed_up(params, nodes, cache_dir)
+    ratios: dict[str, list[float]] = {"disk": [], "cold": []}
+    every = {arm: {"memory": [], "disk": []} for arm in ratios}
+    faults = {arm: {"memory": 0, "disk": 0} for arm in ratios}
     for r in range(rounds):
-        first = r * block
-        updates = [
-            ClientUpdate(node_id=(first + i) % nodes, delta=deltas[(first + i) % 3])
-            for i in range(block)
-        ]
-        cold = r % 2 == 1
-        arms = [(memory, False), (disk, cold)]
-        if (r // 2) % 2:
-            arms.reverse()
+        updates = [ClientUpdate(node_id=(r * block + i) % nodes, delta=deltas[(r * block + i) % 3])
+                   for i in range(block)]  # fmt: skip
+        arm = "cold" if r % 2 else "disk"
+        order = [(memory, "memory", False), (disk, "disk", arm == "cold")]
         medians = {}
-        for agg, evicted in arms:
-            key = "memory" if agg is memory else "disk"
+        for agg, key, evicted in order[::-1] if (r // 2) % 2 else order:
             times, taken = timed_block(agg, updates, cold=evicted)
-            every["cold" if cold else "disk"][key] += times
-            faults["cold" if cold else "disk"][key] += taken
+            every[arm][key] += times
+            faults[arm][key] += taken
             medians[key] = statistics.median(times)
-        pairs["cold" if cold else "disk"].append(
-            {"memory_ms": medians["memory"] * 1e3, "disk_ms": medians["disk"] * 1e3,
-             "ratio": medians["disk"] / medians["memory"]}
-        )  # fmt: skip
-    same = all(np.array_equal(a, b) for a, b in zip(memory.params, disk.params, strict=True))
-    if not same:
+        ratios[arm].append(medians["disk"] / medians["memory"])
+    if not all(np.array_equal(a, b) for a, b in zip(memory.params, disk.params, strict=True)):
         raise AssertionError("the spilled cache changed the model")
-    summary: dict[str, Any] = {"params": sum(p.size for p in model), "nodes": nodes,
-                               "block": block, "same_model": same}  # fmt: skip
-    for arm, rows in pairs.items():
-        ratios = sorted(p["ratio"] for p in rows)
-        quartiles = statistics.quantiles(ratios, n=4)
-        memory_ms = statistics.median(every[arm]["memory"]) * 1e3
-        disk_ms = statistics.median(every[arm]["disk"]) * 1e3
-        summary[arm] = {
-            "pairs": rows,
-            "memory_ms_median": memory_ms,
-            "disk_ms_median": disk_ms,
-            "ratio_of_medians": disk_ms / memory_ms,
-            "ratio_median": statistics.median(ratios),
-            "ratio_quartiles": [quartiles[0], quartiles[2]],
-            "ratio_min": ratios[0],
-            "ratio_max": ratios[-1],
-            "minor_faults_per_update": {
-                key: count / len(every[arm][key]) for key, count in faults[arm].items()
-            },
-        }
-        print(f"  {arm:5s}: memory {memory_ms:.3f} ms, disk {disk_ms:.3f} ms per update (medians "
-              f"of {len(every[arm]['disk'])} updates each, ratio {disk_ms / memory_ms:.2f}); "
-              f"ratio per pair: median {statistics.median(ratios):.2f}, quartiles "
-              f"{quartiles[0]:.2f}-{quartiles[2]:.2f} ({len(rows)} pairs); minor page faults "
-              f"per update: {summary[arm]['minor_faults_per_update']}")  # fmt: skip
+    summary: dict[str, Any] = {"params": sum(p.size for p in memory.params), "nodes": nodes,
+                               "block": block, "same_model": True}  # fmt: skip
+    for arm, rows in ratios.items():
+        summary[arm] = summarise(rows, every[arm], faults[arm])
+        print(f"  {arm:5s}: {summary[arm]}")
     memory.close()
     disk.close()
     return summary
@@ -136,14 +130,9 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/gsgm_cache.json")
     args = parser.parse_args()
     cache_dir = args.cache_dir or tempfile.gettempdir()
-    load_before = os.getloadavg()
+    started = header("gsgm_cache")
     results = [measure(p, args.nodes, args.rounds, args.block, cache_dir) for p in args.params]
-    report = {
-        "cache_dir": cache_dir,
-        "load_average": {"before": load_before, "after": os.getloadavg()},
-        "results": results,
-    }
-    write_report(report, args.out)
+    write({**started, "cache_dir": cache_dir, "rounds": args.rounds, "results": results}, args.out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ the nodes and the first dispatch to all of them, is left out), it measures the p
 per update (``time.process_time`` after each reply is handled: on a busy machine the least
 disturbed figure) and, with ``scale.update_times`` over the ``wall-time`` of each update record,
 the mean and the median wall gap between updates. Prints, per strategy and node count, the
-median of each over ``--repeats`` runs, in µs; ``--profile`` also prints cProfile's top
+median of each over ``--repeats`` runs, in µs, and writes them as a compact result to ``--out``
+(``measured.py``; ``measured_tables.py`` renders it); ``--profile`` also prints cProfile's top
 functions of one more run.
 """
 
@@ -27,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from measured import header, write
 from scale import update_times
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +69,19 @@ def run(strategy: str, nodes: int, updates: int, seed: int) -> dict[str, float |
     return {**update_times(history, steady_from=STEADY_FROM), "cpu": cpu_per_update}
 
 
+def measure(strategy: str, nodes: int, args: argparse.Namespace) -> dict[str, float | int | str]:
+    """The medians over ``args.repeats`` runs of one strategy and node count, in µs (printed)."""
+    runs = [run(strategy, nodes, args.updates, args.seed) for _ in range(args.repeats)]
+    cpu, mean, median = (statistics.median(r[key] for r in runs) * 1e6
+                         for key in ("cpu", "mean-gap", "median-gap"))  # fmt: skip
+    each = " ".join(f"{r['cpu'] * 1e6:.0f}" for r in runs)
+    print(f"{strategy:8s} nodes={nodes:6d} updates={args.updates} per update: CPU "
+          f"{cpu:.0f} us, mean gap {mean:.0f} us, median gap {median:.0f} us (medians "
+          f"of {args.repeats}; CPU of each: {each})", flush=True)  # fmt: skip
+    return {"strategy": strategy, "nodes": nodes, "cpu-us": round(cpu, 1),
+            "mean-gap-us": round(mean, 1), "median-gap-us": round(median, 1)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strategies", nargs="+", default=["gsgm", "asgd", "fedbuff"])
@@ -75,20 +90,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile one more run of each")
+    parser.add_argument("--out", default="benchmarks/results/loop_profile.json")
     args = parser.parse_args()
+    started, rows = header("loop_profile"), []
     for strategy in args.strategies:
         for nodes in args.nodes:
-            runs = [run(strategy, nodes, args.updates, args.seed) for _ in range(args.repeats)]
-            cpu, mean, median = (statistics.median(r[key] for r in runs) * 1e6
-                                 for key in ("cpu", "mean-gap", "median-gap"))  # fmt: skip
-            each = " ".join(f"{r['cpu'] * 1e6:.0f}" for r in runs)
-            print(f"{strategy:8s} nodes={nodes:6d} updates={args.updates} per update: CPU "
-                  f"{cpu:.0f} us, mean gap {mean:.0f} us, median gap {median:.0f} us (medians "
-                  f"of {args.repeats}; CPU of each: {each})", flush=True)  # fmt: skip
+            rows.append(measure(strategy, nodes, args))
             if args.profile:
                 profiler = cProfile.Profile()
                 profiler.runcall(run, strategy, nodes, args.updates, args.seed)
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+    write({**started, "updates": args.updates, "repeats": args.repeats, "seed": args.seed,
+           "steady-from": STEADY_FROM, "runs": rows}, args.out)  # fmt: skip
 
 
 if __name__ == "__main__":

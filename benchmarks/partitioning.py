@@ -5,21 +5,19 @@ default, about as many as FEMNIST has writers).
 
     python benchmarks/partitioning.py [--out benchmarks/results/partitioning.json]
 
-Prints the best of ``--repeats`` wall-clock times per scheme and writes them as JSON. Exits with
+Prints the best of ``--repeats`` wall-clock times per scheme and writes them as a compact result
+(``measured.py``; ``measured_tables.py`` renders it). Exits with
 code 1 if any scheme is slower than ``--budget`` seconds (the target is 1 s).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from measured import header, write
 
 from fl_async.partitioning import partition
 
@@ -46,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="benchmarks/results/partitioning.json")
     args = parser.parse_args(argv)
 
+    started = header("partitioning")
     rng = np.random.default_rng(0)
     labels = rng.integers(0, args.num_classes, args.num_labels)
     owners = rng.integers(0, args.num_owners, args.num_labels)
@@ -68,26 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     for scheme, best in seconds.items():
         print(f"{scheme:<15}{best:>9.3f}  {'yes' if best <= args.budget else 'NO'}")
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "num_labels": args.num_labels,
-        "num_classes": args.num_classes,
-        "num_partitions": args.num_partitions,
-        "num_owners": args.num_owners,
-        "repeats": args.repeats,
-        "params": CASES,
-        "seconds": seconds,
-        "budget_seconds": args.budget,
-        "machine": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-        },
-    }
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    write({**started, "num_labels": args.num_labels, "num_classes": args.num_classes,
+           "num_partitions": args.num_partitions, "num_owners": args.num_owners,
+           "repeats": args.repeats, "params": CASES, "seconds": seconds,
+           "budget_seconds": args.budget}, args.out)  # fmt: skip
     return 0 if all(best <= args.budget for best in seconds.values()) else 1
 
 

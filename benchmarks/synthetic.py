@@ -14,25 +14,23 @@ array, so every sample held), measured in a second pass so that tracing slows no
 - ``full``: ``load_dataset('synthetic')``, every device's train features in memory, which no
   part of a run does (skip with ``--no-full``).
 
-Prints a table and writes the figures, with the process's peak resident set size, as JSON to
-``--out`` (default ``benchmarks/results/synthetic.json``).
+Prints a table and writes the figures, with the process's peak resident set size, as a compact
+result (``measured.py``; ``measured_tables.py`` renders it) to ``--out`` (default
+``benchmarks/results/synthetic.json``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import resource
 import sys
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from measured import header, write
 
 from fl_async.clients import node_data
 from fl_async.config import DataSpec
@@ -86,7 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-full", action="store_true", help="skip load_dataset('synthetic')")
     parser.add_argument("--out", default="benchmarks/results/synthetic.json")
     args = parser.parse_args(argv)
+    started = header("synthetic")
+    data, parts, sampled = measure_parts(args)
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print_report(args, data, parts, peak_rss)
+    write({**started, "synthetic": {"alpha": args.alpha, "beta": args.beta, "seed": args.seed},
+           "data": data, "parts": parts, "peak_rss_mib": round(peak_rss, 1),
+           "sampled_nodes": sampled}, args.out)  # fmt: skip
+    return 0
 
+
+def measure_parts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The data's sizes, each part's seconds and peak MiB, and how many nodes were sampled."""
     run_config = {
         "dataset": "synthetic",
         "synthetic.alpha": args.alpha,
@@ -96,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     spec = DataSpec.from_config(run_config)
     synthetic = node_data.synthetic_of(spec, args.nodes)
     parts: dict[str, dict[str, float]] = {}
-
     seconds, peak, sizes = measure(synthetic.sizes)
     parts["sizes"] = {"seconds": seconds, "peak_mib": peak}
     seconds, peak, _ = measure(
@@ -108,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     parts["preflight"] = {"seconds": seconds, "peak_mib": peak}
     seconds, peak, (server, split) = measure(lambda: server_part(spec, args.nodes))
     parts["server"] = {"seconds": seconds, "peak_mib": peak}
-
     sizes_by_node = np.array([len(p) for p in split])
     largest = int(np.argmax(sizes_by_node))
     rng = np.random.default_rng(args.seed)
@@ -125,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_full:
         seconds, peak, _ = measure(lambda: load_dataset("synthetic", synthetic=synthetic))
         parts["full"] = {"seconds": seconds, "peak_mib": peak}
-
     data = {
         "devices": args.nodes,
         "samples": int(sizes.sum()),
@@ -135,27 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "largest_device": int(sizes.max()),
         "node_train_examples_median": float(np.median(sizes_by_node)),
     }
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print_report(args, data, parts, peak_rss)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = {
-        "synthetic": {"alpha": args.alpha, "beta": args.beta, "seed": args.seed},
-        "data": data,
-        "parts": parts,
-        "peak_rss_mib": peak_rss,
-        "sampled_nodes": len(sample),
-        "machine": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "load_average": os.getloadavg(),
-        },
-    }
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
+    return data, parts, len(sample)
 
 
 def print_report(

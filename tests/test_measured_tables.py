@@ -1,16 +1,37 @@
-"""The measured benchmarks' tables (scale, fleet) are generated from their committed results."""
+"""The measured benchmarks' tables are generated from their committed results, and PERFORMANCE.md
+states no figure outside them."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "benchmarks" / "results" / "measured"
-DOCS = [ROOT / "benchmarks" / "PERFORMANCE.md", ROOT / "benchmarks" / "RESULTS.md"]
+PERFORMANCE = ROOT / "benchmarks" / "PERFORMANCE.md"
+DOCS = [PERFORMANCE, ROOT / "benchmarks" / "RESULTS.md"]
+NOT_PROSE = re.compile(
+    r"<!-- measured from .*?<!-- end measured -->"  # generated blocks
+    r"|^[ \t]*```.*?^[ \t]*```"  # fenced code: commands and their options
+    r"|`[^`]*`"  # inline code: options, file names, constants
+    r"|\]\([^)]*\)"  # link targets
+    r"|<!--.*?-->",
+    re.S | re.M,
+)
+ALLOWED = re.compile(
+    r"\bissues?\s+\d+(?:(?:,\s*|\s+and\s+)\d+)*"  # issue numbers
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # commit hashes
+    r"|\b\d{4}-\d{2}-\d{2}\b"  # dates
+    r"|\b\d+(?:-core\b|\s+cores\b)"  # the machine's cores
+    r"|\b(?:flwr|Python|numpy|torch|ray)\s+\d+(?:\.\d+)+"  # versions
+)
+"""Numbers that are no measured figure. Any other digit in prose is one: it belongs in a
+generated block, or (an option's value, a constant) in code."""
 
 
 def load_module():
@@ -23,6 +44,59 @@ def load_module():
 
 
 tables = load_module()
+
+
+def figures_outside_blocks(text: str) -> list[str]:
+    """Each line of ``text`` with a digit outside generated blocks, code, link targets and the
+    numbers ``ALLOWED``, as ``"line N: text"``."""
+
+    def blank(match: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", match.group())
+
+    prose = ALLOWED.sub(blank, NOT_PROSE.sub(blank, text))
+    lines = text.split("\n")
+    return [f"line {i + 1}: {lines[i]}" for i, line in enumerate(prose.split("\n"))
+            if re.search(r"\d", line)]  # fmt: skip
+
+
+def test_performance_states_no_figure_outside_a_generated_block() -> None:
+    found = figures_outside_blocks(PERFORMANCE.read_text(encoding="utf-8"))
+    assert not found, "figures outside generated blocks:\n" + "\n".join(found)
+
+
+def test_the_figure_check_finds_figures_and_passes_what_is_none() -> None:
+    text = "\n".join([
+        "# Speed (issues 2, 4 and 15), 2-core machine, flwr 1.42, 2026-11-24, commit 5bc60b4",
+        "Run `--nodes 10000 --updates 20000`; see [the runs](#runs-2026-11-24).",
+        "<!-- measured from benchmarks/results/measured/x.json -->",
+        "| ASGD | 1.65 |",
+        "<!-- end measured -->",
+        "```bash", "python benchmarks/scale.py --nodes 100", "```",
+        "| ASGD | 1.8 |",
+        "ASGD took 3.5 ms per update in 2 runs.",
+    ])  # fmt: skip
+    assert figures_outside_blocks(text) == [
+        "line 9: | ASGD | 1.8 |", "line 10: ASGD took 3.5 ms per update in 2 runs."
+    ]  # fmt: skip
+
+
+def test_a_new_benchmark_kind_is_one_module(tmp_path) -> None:
+    folder = tmp_path / "tables"
+    shutil.copytree(ROOT / "benchmarks" / "tables", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (folder / "odd.py").write_text(
+        'BENCHMARK = "odd"\n\n\ndef table(result: dict) -> str:\n    return "odd table"\n'
+    )
+    found = tables.load_renderers(folder, package="tables_under_test")
+    assert set(found) == set(tables.RENDERERS) | {"odd"}
+    assert found["odd"]({}) == "odd table"
+
+
+def test_every_committed_result_has_a_table_that_names_its_commit() -> None:
+    for path in sorted(MEASURED.glob("*.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        made = tables.RENDERERS[result["benchmark"]](result)
+        assert "commit" not in result or result["commit"] in made, path.name
 
 
 def test_the_docs_tables_are_what_the_committed_results_give() -> None:
@@ -132,7 +206,7 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
     )  # fmt: skip
     assert [r["nodes"] for r in result["runs"]] == [100, 10000]
     assert not any("log-tail" in r or "commit" in r for r in result["runs"])
-    assert "| gsgm | 10,000 | 20,000 |" in tables.scale_table(result)
+    assert "| gsgm | 10,000 | 20,000 |" in tables.RENDERERS["scale"](result)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**json.loads(files[0].read_text()), "commit": "def5678"}))
     with pytest.raises(SystemExit, match="runs of one commit and versions"):
@@ -154,12 +228,28 @@ def churn_result(growth: float) -> dict:
 
 
 def test_a_churn_block_shows_the_run_its_checks_and_memory_growth() -> None:
-    made = tables.churn_table(churn_result(-14.6))
+    made = tables.RENDERERS["churn"](churn_result(-14.6))
     assert "`python benchmarks/churn.py --nodes 6 --duration 900 --kill-every 60 --down 15" in made
     assert "14 SuperNodes killed with SIGKILL and 14 started again" in made
     assert "| max-wall-time | 902 | 26 | lost 9, timeout 2 | none | 1 | 68.3% |" in made
     assert "| ServerApp (`flwr-serverapp`) | 600.0 | 585.4 | -14.6 | yes |" in made
     assert "| SuperLink | 600.0 | 585.4 | +1.5 | yes |" in made
     assert "Checks: reached-budget yes, serverapp-memory-within-bound yes." in made
-    grown = tables.churn_table(churn_result(100.0))
+    grown = tables.RENDERERS["churn"](churn_result(100.0))
     assert "| +100.0 | **no** |" in grown and "serverapp-memory-within-bound **no**" in grown
+
+
+def test_the_aggregators_table_holds_each_rule_to_its_target() -> None:
+    rule = {"ms_per_update": 4.5, "copy_ms": 1.0, "x_copy": 4.5}
+    result = {
+        "benchmark": "aggregators", "commit": "abc1234", "date": "2026-11-26",
+        "versions": "numpy 2.4.6", "cpus": 2, "load": [1.0, 2.0], "params": 1000,
+        "with_base": False, "updates": 30, "rules": {"ASGD": rule, "GSGM": rule},
+        "gsgm_scaling": {"params": 1000, "ms_10_nodes": 2.0, "ms_1000_nodes": 4.0, "ratio": 2.0},
+    }  # fmt: skip
+    made = tables.RENDERERS["aggregators"](result)
+    assert made.startswith("`python benchmarks/aggregators.py --without-base` at commit abc1234")
+    assert "| ASGD | 4.50 | 1.00 | 4.50 | ≤ 4 (not met) |" in made
+    assert "| GSGM | 4.50 | 1.00 | 4.50 | ≤ 15 (met) |" in made
+    assert "GSGM with 1,000 cached nodes against 10 (1,000 values): 4.00 against 2.00" in made
+    assert "ratio 2.00 (target ≤ 1.5: not met)" in made

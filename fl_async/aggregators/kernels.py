@@ -19,7 +19,7 @@ Arrays = list[np.ndarray]
 CHUNK = 1 << 17
 """Elements per chunk: a rule runs all its passes on one chunk while it is in L2 cache. Smaller
 chunks fit L1 no better (a rule touches 5-10 arrays) and pay for a GIL hand-off per ufunc call,
-which outweighs the second core (the chunk-size sweep: benchmarks/PERFORMANCE.md)."""
+which outweighs the second core (benchmarks/PERFORMANCE.md, "The chunks")."""
 
 THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads a rule's chunks are spread over (numpy releases the GIL inside its kernels)."""
