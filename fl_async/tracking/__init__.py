@@ -20,6 +20,7 @@ from fl_async.validation import check_choice
 BACKENDS: tuple[str, ...] = ("tensorboard", "mlflow")
 """The trackers ``tracking.backend`` names (``fl_async.config.TRACKERS`` holds the same)."""
 INSTALL_TRACKING = "pip install 'fl-async[tracking]'"
+"""The command that installs the tracking backends (TensorBoard, MLflow)."""
 TENSORBOARD_DIR = "tensorboard"
 """A run's TensorBoard folder inside its output-dir when ``tracking.uri`` is empty."""
 MLFLOW_DB = "mlflow.db"
