@@ -33,8 +33,8 @@ def publishes(monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first (stable otherwise): with the workers of ``-n`` stealing queued tests
-    from each other (``--dist worksteal``), the few long tests that mostly wait on servers
-    start at once and the many short CPU-bound ones fill the cores around them, instead of
-    a long test starting last and running alone."""
+    """Slow tests first (stable otherwise): ``--dist load`` deals the first tests to the
+    workers one at a time, so the few long tests that mostly wait on servers spread over every
+    worker and start at once, and the many short CPU-bound ones fill the cores around them,
+    instead of a long test starting last and running alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
