@@ -1,0 +1,98 @@
+"""Table of ``floor.py``'s result: each workload's efficiency (floor / run), start-up, where the
+run's CPU went and when the start-up's milestones passed."""
+
+from __future__ import annotations
+
+import statistics
+
+BENCHMARK = "floor"
+MILESTONES = ("simulation-started", "serverapp-started", "nodes-identified", "step-0-evaluated",
+              "finished", "command-done")  # fmt: skip
+GROUPS = ("Ray actors", "simulation", "Ray services", "SuperLink")
+
+
+def _spread(triple: list[float], digits: int = 1) -> str:
+    median, low, high = triple
+    return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _summary_rows(result: dict) -> list[str]:
+    lines = [
+        "| workload | runs | efficiency | run s | floor s | start-up s | baseline start-up s "
+        "| ms / update, run | ms / update, floor | load before |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, workload in result["workloads"].items():
+        s, runs = workload["summary"], workload["runs"]
+        base = workload.get("baseline")
+        loads = [r["load-before"] for r in runs]
+        lines.append(
+            f"| {name} | {len(runs)} | {_spread(s['efficiency'], 2)} | {_spread(s['run-wall'])} "
+            f"| {_spread(s['floor'])} | {_spread(s['startup'])} "
+            f"| {'' if base is None else _spread(base['startup'])} "
+            f"| {_spread(s['run-ms-per-update'], 0)} | {_spread(s['floor-ms-per-update'], 0)} "
+            f"| {min(loads):.1f}–{max(loads):.1f} |"
+        )
+    return lines
+
+
+def _cpu_rows(result: dict) -> list[str]:
+    lines = [
+        "| workload | " + " | ".join(GROUPS) + " | other | total | cores busy | floor's CPU |",
+        "|---|" + "---|" * (len(GROUPS) + 4),
+    ]
+    for name, workload in result["workloads"].items():
+        runs = [r for r in workload["runs"] if r.get("cpu-in-run")]
+        if not runs:
+            continue
+        cells = [_median([r["cpu-in-run"].get(g, 0.0) for r in runs]) for g in GROUPS]
+        total = _median([r["cpu-in-run"]["total"] for r in runs])
+        busy = _median([r["cpu-in-run"]["total"] / r["run-wall"] for r in runs])
+        floor_cpu = _median([sum(r["floor-cpu"]) for r in runs])
+        other = total - sum(cells)
+        shown = " | ".join(f"{c:.1f}" for c in cells)
+        lines.append(f"| {name} | {shown} | {other:.1f} | {total:.1f} | {busy:.2f} "
+                     f"| {floor_cpu:.1f} |")  # fmt: skip
+    return lines
+
+
+def _milestone_rows(result: dict) -> list[str]:
+    lines = ["| workload | " + " | ".join(MILESTONES) + " |", "|---|" + "---|" * len(MILESTONES)]
+    for name, workload in result["workloads"].items():
+        cells = []
+        for milestone in MILESTONES:
+            seen = [r["milestones"][milestone] for r in workload["runs"]
+                    if milestone in r["milestones"]]  # fmt: skip
+            cells.append(f"{_median(seen):.1f}" if seen else "n/a")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table(result: dict) -> str:
+    """Efficiency and start-up per workload (median, min–max over the runs), the run's CPU
+    seconds per process group (median), and the start-up's milestones (median seconds)."""
+    baseline = result.get("baseline-commit")
+    lines = [
+        f"Commit {result['commit']}; {result['versions']}; {result['cores']} cores"
+        + (
+            f"; baseline start-up: commit {baseline}, run right after each repeat"
+            if baseline
+            else ""
+        )
+        + ". Median (min–max) over the runs.",  # fmt: skip
+        "",
+        *_summary_rows(result),
+        "",
+        "CPU seconds within the run (step-0 evaluation to the end), median:",
+        "",
+        *_cpu_rows(result),
+        "",
+        "Seconds from the command's start to each milestone, median:",
+        "",
+        *_milestone_rows(result),
+    ]
+    return "\n".join(lines)
