@@ -33,8 +33,9 @@ def publishes(monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first (stable otherwise): ``--dist load`` deals the first tests to the
-    workers one at a time, so the few long tests that mostly wait on servers spread over every
-    worker and start at once, and the many short CPU-bound ones fill the cores around them,
-    instead of a long test starting last and running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Every slow test in one xdist group: under ``--dist loadgroup`` one worker runs them one
+    after another (they start Flower and Ray processes and train for real, and side by side
+    on a small machine they starve each other), while the other workers run the fast tests."""
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group("slow"))

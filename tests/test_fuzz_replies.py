@@ -128,7 +128,7 @@ def test_every_presets_loop_survives_bad_replies_and_counts_each(preset, replies
     fuzzer = FuzzNode(nodes[fuzz_id], replies)
     handlers = {**nodes, fuzz_id: fuzzer}
     strategy = PRESETS[preset](clock=VirtualClock(seed=3), min_nodes=4, seed=1, eval_every=None)
-    result = strategy.start(FakeGrid(handlers), initial_arrays(), num_rounds=3, timeout=5,
+    result = strategy.start(FakeGrid(handlers), initial_arrays(), num_rounds=3, timeout=1,
                             train_config=TRAIN)  # fmt: skip
     records = [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
     from_fuzzer = [r for r in records if r["stable-id"] == FUZZER]
