@@ -98,6 +98,13 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     return value
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a Python ``bool`` if it is ``True`` or ``False`` (numpy's too)."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidArgument(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_seed(name: str, value: Any) -> int:
     """A seed: an integer >= 0 (one seed reproduces a whole run; None would not)."""
     return check_int(name, value, minimum=0)

@@ -18,7 +18,7 @@ import numpy as np
 from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
 from fl_async.aggregators.kernels import Arrays, probe
 from fl_async.aggregators.updates import ClientUpdate
-from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
+from fl_async.validation import check_bool, check_choice, check_int, check_number
 
 DELAY_RULES = ("inverse", "capped", "none")
 """Past ``tau_c``: ``lr / tau_max`` (``inverse``, the authors' code), ``min(lr, 1 / tau_max)``
@@ -111,9 +111,7 @@ class FADAS(Aggregator):
         self.eps = check_number("eps", eps, minimum=0, min_open=True)
         self.tau_c = check_int("tau_c", tau_c, minimum=0)
         self.delay_rule = check_choice("delay_rule", delay_rule, DELAY_RULES)
-        if not isinstance(bias_correction, (bool, np.bool_)):
-            raise InvalidArgument(f"bias_correction must be True or False, got {bias_correction!r}")
-        self.bias_correction = bool(bias_correction)
+        self.bias_correction = check_bool("bias_correction", bias_correction)
 
     @property
     def count(self) -> int:

@@ -20,7 +20,7 @@ from fl_async.aggregators.cached import SUM, CachedAggregator
 from fl_async.aggregators.gsgm_kernels import cache_chunk
 from fl_async.aggregators.kernels import Arrays, max_abs, probe, within_limit
 from fl_async.aggregators.updates import ClientUpdate, norm_bound
-from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
+from fl_async.validation import check_bool, check_choice, check_int, check_number
 
 LR_SCHEDULES = ("constant", "inverse")
 """``lr_t = lr`` (``constant``) or ``lr / (t + 1)`` after ``t`` server steps (``inverse``)."""
@@ -84,9 +84,7 @@ class MIFA(CachedAggregator):
                          max_staleness=max_staleness)  # fmt: skip
         self.lr = check_number("lr", lr, minimum=0)
         self.num_nodes = check_int("num_nodes", num_nodes, minimum=1, allow_none=True)
-        if not isinstance(warmup, (bool, np.bool_)):
-            raise InvalidArgument(f"warmup must be True or False, got {warmup!r}")
-        self.warmup = bool(warmup)
+        self.warmup = check_bool("warmup", warmup)
         self.lr_schedule = check_choice("lr_schedule", lr_schedule, LR_SCHEDULES)
 
     @property

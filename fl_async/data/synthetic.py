@@ -22,7 +22,7 @@ import torch
 
 from fl_async.data.features import FeatureSet
 from fl_async.data.imageset import FederatedData
-from fl_async.validation import InvalidArgument, check_int, check_number, check_seed
+from fl_async.validation import InvalidArgument, check_bool, check_int, check_number, check_seed
 
 NAME = "synthetic"
 NUM_FEATURES = 60
@@ -85,9 +85,7 @@ class Synthetic:
                 f"max_samples must be 0 (no cap) or at least {MIN_SAMPLES} (every device's "
                 f"minimum), got {self.max_samples}"
             )
-        if not isinstance(self.iid, (bool, np.bool_)):
-            raise InvalidArgument(f"iid must be True or False, got {self.iid!r}")
-        for name, value in {**checked, "iid": bool(self.iid)}.items():
+        for name, value in {**checked, "iid": check_bool("iid", self.iid)}.items():
             object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------------- one device

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fl_async.validation import InvalidArgument, check_int, check_number
+from fl_async.validation import check_bool, check_int, check_number
 
 from ._labels import compact
 from ._validation import check_at_most
@@ -40,8 +40,7 @@ def _check_dirichlet_options(
     alpha = check_number("alpha", alpha, minimum=0, min_open=True)
     min_partition_size = _check_min_size(min_partition_size, num_samples, num_partitions)
     max_tries = check_int("max_tries", max_tries, minimum=1)
-    if not isinstance(self_balancing, bool | np.bool_):
-        raise InvalidArgument(f"self_balancing must be True or False, got {self_balancing!r}")
+    check_bool("self_balancing", self_balancing)
     return alpha, min_partition_size, max_tries
 
 
