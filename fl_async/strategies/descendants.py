@@ -16,17 +16,7 @@ from typing import Any
 from fl_async import aggregators as rules
 from fl_async.scheduling import Asynchronous
 from fl_async.strategies.async_strategy import AsyncStrategy
-
-AUTO = "auto"
-
-
-def _auto_number(name: str, value: float | str, fallback: float) -> float:
-    """``fallback`` for ``"auto"`` (resolved at start), else ``value``."""
-    if isinstance(value, str):
-        if value != AUTO:
-            raise ValueError(f"{name} must be a number or 'auto', got {value!r}")
-        return fallback
-    return value
+from fl_async.strategies.presets import AUTO, auto_value
 
 
 class MIFA(AsyncStrategy):
@@ -49,7 +39,7 @@ class MIFA(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.MIFA(
-            lr=_auto_number("lr", lr, 1.0),
+            lr=auto_value(lr, 1.0, "lr", "a number"),
             warmup=warmup,
             lr_schedule=lr_schedule,
             max_staleness=max_staleness,
@@ -77,7 +67,7 @@ class CA2FL(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.CA2FL(
-            buffer_size=_auto_number("buffer_size", buffer_size, 10),
+            buffer_size=auto_value(buffer_size, 10, "buffer_size", "a number"),
             lr=lr,
             max_staleness=max_staleness,
             cache_memory=cache_memory,
@@ -109,7 +99,7 @@ class FADAS(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.FADAS(
-            buffer_size=_auto_number("buffer_size", buffer_size, 5),
+            buffer_size=auto_value(buffer_size, 5, "buffer_size", "a number"),
             lr=lr,
             beta1=beta1,
             beta2=beta2,

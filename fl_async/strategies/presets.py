@@ -23,11 +23,14 @@ from fl_async.strategies.compensation import DelayCompensation
 AUTO = "auto"
 
 
-def _lr(value: float | str, fallback: float, name: str = "lr") -> float:
-    """A starting rate: ``fallback`` for ``"auto"`` (resolved at start)."""
+def auto_value(
+    value: float | str, fallback: float, name: str = "lr", allowed: str = "a number >= 0"
+) -> float:
+    """A starting value: ``fallback`` for ``"auto"`` (resolved at start), else ``value``;
+    another string is refused, naming ``allowed``."""
     if isinstance(value, str):
         if value != AUTO:
-            raise ValueError(f"{name} must be a number >= 0 or 'auto', got {value!r}")
+            raise ValueError(f"{name} must be {allowed} or 'auto', got {value!r}")
         return fallback
     return value
 
@@ -46,7 +49,7 @@ class ASGD(AsyncStrategy):
         slack: int | None = None,
         **kwargs: Any,
     ) -> None:
-        agg = rules.ASGD(lr=_lr(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
+        agg = rules.ASGD(lr=auto_value(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
         policy = Asynchronous() if slack is None else WhiteList(slack)
         super().__init__(aggregator=agg, policy=policy, **kwargs)
         if lr == AUTO:
@@ -69,7 +72,7 @@ class DCASGD(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.DCASGD(
-            lr=_lr(lr, 1.0),
+            lr=auto_value(lr, 1.0),
             lam=lam,
             adaptive=adaptive,
             lam0=lam0,
@@ -174,7 +177,7 @@ class GSGM(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.GSGM(
-            lr=_lr(lr, 0.1),
+            lr=auto_value(lr, 0.1),
             momentum=momentum,
             average_weight=average_weight,
             server_optimizer=server_optimizer,
@@ -222,7 +225,7 @@ class TrendSmooth(AsyncStrategy):
         **kwargs: Any,
     ) -> None:
         agg = rules.TrendSmooth(
-            lr=_lr(lr, 1.0),
+            lr=auto_value(lr, 1.0),
             base=base,
             beta=beta,
             beta1=beta1,
@@ -276,7 +279,7 @@ class ASP(AsyncStrategy):
         period: int | None = None,
         **kwargs: Any,
     ) -> None:
-        agg = rules.ASGD(lr=_lr(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
+        agg = rules.ASGD(lr=auto_value(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
         policy = ASPPolicy(staleness_bound=staleness_bound, p_min=p_min, period=period)
         super().__init__(aggregator=agg, policy=policy, **kwargs)
         if lr == AUTO:
@@ -302,7 +305,7 @@ class ODSGD(AsyncStrategy):
         warmup_steps: int = 0,
         **kwargs: Any,
     ) -> None:
-        start = _lr(local_lr, 0.0, name="local_lr")
+        start = auto_value(local_lr, 0.0, name="local_lr")
         if not start >= 0:  # no aggregator checks this rate
             raise ValueError(f"local_lr must be a number >= 0 or 'auto', got {local_lr!r}")
         agg = rules.ODSGD(lr=lr)
