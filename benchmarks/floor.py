@@ -227,8 +227,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Median, min and max of each figure over the repeats."""
     keys = ("efficiency", "run-wall", "floor", "startup", "command-wall", "first-update-wall",
             "run-ms-per-update", "floor-ms-per-update", "cores-busy")  # fmt: skip
-    return {k: [statistics.median(r[k] for r in runs), min(r[k] for r in runs),
-                max(r[k] for r in runs)] for k in keys}  # fmt: skip
+    return {k: _spread([r[k] for r in runs]) for k in keys}
 
 
 def _workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -249,6 +248,7 @@ def _workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _spread(values: list[float]) -> list[float]:
+    """Median, min and max of ``values``."""
     return [statistics.median(values), min(values), max(values)]
 
 
