@@ -16,10 +16,6 @@ def _spread(triple: list[float], digits: int = 1) -> str:
     return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def _summary_rows(result: dict) -> list[str]:
     lines = [
         "| workload | runs | efficiency | run s | floor s | start-up s | baseline start-up s "
@@ -49,10 +45,10 @@ def _cpu_rows(result: dict) -> list[str]:
         runs = [r for r in workload["runs"] if r.get("cpu-in-run")]
         if not runs:
             continue
-        cells = [_median([r["cpu-in-run"].get(g, 0.0) for r in runs]) for g in GROUPS]
-        total = _median([r["cpu-in-run"]["total"] for r in runs])
-        busy = _median([r["cpu-in-run"]["total"] / r["run-wall"] for r in runs])
-        floor_cpu = _median([sum(r["floor-cpu"]) for r in runs])
+        cells = [statistics.median([r["cpu-in-run"].get(g, 0.0) for r in runs]) for g in GROUPS]
+        total = statistics.median([r["cpu-in-run"]["total"] for r in runs])
+        busy = statistics.median([r["cpu-in-run"]["total"] / r["run-wall"] for r in runs])
+        floor_cpu = statistics.median([sum(r["floor-cpu"]) for r in runs])
         other = total - sum(cells)
         shown = " | ".join(f"{c:.1f}" for c in cells)
         lines.append(f"| {name} | {shown} | {other:.1f} | {total:.1f} | {busy:.2f} "
@@ -67,7 +63,7 @@ def _milestone_rows(result: dict) -> list[str]:
         for milestone in MILESTONES:
             seen = [r["milestones"][milestone] for r in workload["runs"]
                     if milestone in r["milestones"]]  # fmt: skip
-            cells.append(f"{_median(seen):.1f}" if seen else "n/a")
+            cells.append(f"{statistics.median(seen):.1f}" if seen else "n/a")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
