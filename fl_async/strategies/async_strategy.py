@@ -212,7 +212,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         """Send the tasks a step allows before its evaluation when that evaluation cannot stop
         the run (no target accuracy, no ``should_stop``) and nothing else stops it: what the
         loop would send next, sent before the server spends its time evaluating."""
-        if limits[3] is None and self._should_stop is None and not self._stop_reason(*limits):
+        *_, target = limits  # target accuracy: an evaluation that may stop the run
+        if target is None and self._should_stop is None and not self._stop_reason(*limits):
             self._dispatch(grid)
 
     def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
