@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -263,6 +264,24 @@ def test_jobs_give_the_records_of_a_sequential_suite(tmp_path: Path) -> None:
         export_suite(out, tmp_path / f"records{jobs}")
         exported[jobs] = load_records(tmp_path / f"records{jobs}")
     assert exported[1] == exported[3]
+
+
+class HalfWritten(FakeLaunch):
+    """A run whose ``history.json`` exists, still empty, for a while before it ends."""
+
+    def __call__(self, command: list[str], log: Path) -> int:
+        from flwr.common.config import parse_config_args
+
+        config = parse_config_args([command[command.index("--run-config") + 1]])
+        Path(config["output-dir"], "history.json").write_text("")
+        time.sleep(1.5)  # longer than the loop's poll: it looks while the file is empty
+        return super().__call__(command, log)
+
+
+def test_a_baseline_history_is_read_only_after_its_run_ended(tmp_path: Path) -> None:
+    outcome = run_suite(spec(seeds=(0,)), tmp_path, launch=HalfWritten(), jobs=2,
+                        echo=lambda _: None)  # fmt: skip
+    assert len(outcome.ran) == 4 and not outcome.failed
 
 
 def test_a_failed_run_is_reported_and_the_others_go_on(tmp_path: Path) -> None:

@@ -174,7 +174,9 @@ class _Loop:
         if not self.spec.budget_from_baseline() or label.strategy == BASELINE:
             return self.spec.max_virtual_time
         baseline = run_dir(self.out, label.split, BASELINE, label.seed)
-        if baseline not in self.budgets and is_done(baseline):
+        # read only once its run has ended: a history being written is not yet a budget
+        ended = all(p.directory != baseline for p in self.running.values())
+        if baseline not in self.budgets and ended and is_done(baseline):
             self.budgets[baseline] = baseline_budget(baseline)
         if baseline in self.budgets:
             return self.budgets[baseline]
