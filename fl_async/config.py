@@ -182,6 +182,7 @@ SERVER_KEYS: dict[str, Key] = {
     "eval-every": Key(0, _integer(0)),
     "eval-grid": Key(0, _integer(0)),
     "max-in-flight": Key(0, _integer(0)),
+    "send-ahead": Key(0, _integer(0)),
     "timeout": Key(600.0, _number(positive=True)),
     "federated-evaluation": Key(False, _flag),
     "clock.type": Key("virtual", _choice(CLOCKS)),

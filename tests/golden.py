@@ -44,8 +44,9 @@ def _hash(arrays: list[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def record(preset: str, scenario: str) -> dict[str, Any]:
-    """The whole seeded history of ``preset`` in ``scenario``, as plain JSON values."""
+def record(preset: str, scenario: str, **options: Any) -> dict[str, Any]:
+    """The whole seeded history of ``preset`` in ``scenario``, as plain JSON values
+    (``options``: more keyword arguments of the strategy, e.g. ``send_ahead``)."""
     spec = SCENARIOS[scenario]
     nodes = quadratic_fleet(spec["nodes"], seed=spec["fleet_seed"], modes=spec["modes"])
     target = np.mean([n.target for n in nodes.values()], axis=0).astype(np.float64)
@@ -55,7 +56,11 @@ def record(preset: str, scenario: str) -> dict[str, Any]:
         return MetricRecord({"loss": float(0.5 * np.sum((w - target) ** 2))})
 
     strategy = PRESETS[preset](
-        clock=VirtualClock(**spec["clock"]), min_nodes=spec["nodes"], seed=11, **spec["strategy"]
+        clock=VirtualClock(**spec["clock"]),
+        min_nodes=spec["nodes"],
+        seed=11,
+        **spec["strategy"],
+        **options,
     )
     with task_identity():
         result = strategy.start(

@@ -58,10 +58,10 @@ def test_task_book_stashes_replies_pulled_before_their_turn():
     book = TaskBook()
     book.add("a", task(1), [np.zeros(2, np.float32)])
     book.add("b", task(2), [np.zeros(2, np.float32)])
-    book.stash(reply_to("b"))
+    book.stash("b", reply_to("b"))
     assert book.unanswered() == ["a"] and book.stashed("b") and book.stashed_replies == 1
     assert book.take_stashed("b").metadata.reply_to_message_id == "b"
-    book.stash(reply_to("a"))
+    book.stash("a", reply_to("a"))
     book.close("a")  # closing a task forgets its stashed reply too
     assert book.stashed_replies == 0
 

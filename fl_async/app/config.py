@@ -82,6 +82,11 @@ def parse_run_config(run_config: Mapping[str, Any]) -> AppConfig:
             f"run config 'eval-grid' = {values['eval-grid']} needs a virtual clock and "
             "max-virtual-time > 0: the grid's times are virtual and span that budget"
         )
+    if values["send-ahead"] and values["clock.type"] == "real":
+        raise InvalidArgument(
+            f"run config 'send-ahead' = {values['send-ahead']} needs clock.type = 'virtual': "
+            "in real time every task is awaited at once, so none may be held back"
+        )
     return AppConfig(
         values=values,
         strategy=strategy,

@@ -34,6 +34,7 @@ UNSUPPORTED_KEYS: tuple[str, ...] = (
     "eval-every",
     "eval-grid",
     "max-in-flight",
+    "send-ahead",
     "checkpoint-every",
 )
 """Run-config keys that Flower's ``FedAvg`` loop has no counterpart for (0: off is required)."""

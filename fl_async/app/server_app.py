@@ -268,6 +268,7 @@ def build_strategy(
             federated_evaluation=config.federated_evaluation,
             seed=config.seed,
             guard=_guard(config),
+            send_ahead=int(config.values["send-ahead"]) or None,
         )
     except (TypeError, ValueError) as error:
         raise ValueError(f"run config for strategy {config.strategy!r}: {error}") from error

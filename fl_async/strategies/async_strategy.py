@@ -31,6 +31,7 @@ from fl_async.strategies.evaluation import ShouldStop, StepBoundaries, check_sho
 from fl_async.strategies.flower_api import FlowerStrategyAPI
 from fl_async.strategies.nodes import NodeRegistry
 from fl_async.strategies.order import reply_order
+from fl_async.strategies.outbox import Outbox
 from fl_async.strategies.recorder import Recorder
 from fl_async.strategies.replies import ReplyHandling
 from fl_async.strategies.result import AsyncResult
@@ -98,6 +99,10 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
     guard : UpdateGuard, float or None (default: 10.0)
         Refuse updates whose norm exceeds this multiple of the median accepted one, before the
         rule sees them; an ``UpdateGuard`` for clipping instead; None or 0: off.
+    send_ahead : int, optional
+        Keep at most this many tasks unanswered at the grid, held ones sent earliest virtual
+        finish first, so a simulation's actors compute them about in the order they are applied
+        (``Outbox``; same history; needs a clock). Default: every task is sent when made.
     """
 
     _auto: list[tuple[object, str, Callable[[int], Any]]]
@@ -129,9 +134,10 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         poll_interval: float = 0.02,
         refresh_interval: float = 2.0,
         guard: UpdateGuard | float | None = GUARD_FACTOR,
+        send_ahead: int | None = None,
     ) -> None:
-        _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid)
-        self.aggregator = aggregator
+        _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid, send_ahead)
+        self.aggregator, self.send_ahead = aggregator, send_ahead
         self.policy = policy if policy is not None else Asynchronous()
         self.clock, self.target_metric, self.identify_nodes = clock, target_metric, identify_nodes
         self.task_bases = task_bases if task_bases is not None else TaskBases()
@@ -143,9 +149,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self.forget_after = check_int("forget_after", forget_after, minimum=0)
         self.max_failures = check_int("max_failures", max_failures, minimum=1)
         self.patience = check_int("patience", patience, minimum=1, allow_none=True)
-        self.checkpoint_every = check_int(
-            "checkpoint_every", checkpoint_every, minimum=1, allow_none=True
-        )
+        self.checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1,
+                                          allow_none=True)  # fmt: skip
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.task_config = dict(task_config or {})
         self.federated_evaluation = federated_evaluation
@@ -247,6 +252,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         if self._checkpointer is not None:
             self._save_checkpoint()  # before tasks in flight are abandoned: a resume resends them
         self._book.abandon()
+        self._outbox.clear()
         if self.federated_evaluation:
             self._federated_evaluation(grid, evaluate_config)
         return self._recorder.finish(
@@ -270,6 +276,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
                                       max_failures=self.max_failures,
                                       on_idle=self.policy.set_idle)  # fmt: skip
         self._book = TaskBook()
+        self._outbox = Outbox(self.send_ahead)
         self.guard.reset()
         self._order = reply_order(self.clock)
         self._recorder = Recorder()
@@ -375,7 +382,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
 
 
 def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
-                 checkpoint_every: object, eval_grid: object) -> None:  # fmt: skip
+                 checkpoint_every: object, eval_grid: object,
+                 send_ahead: object) -> None:  # fmt: skip
     """Refuse what no single argument check sees: a foreign aggregator, settings that need
     another one."""
     if not isinstance(aggregator, Aggregator):
@@ -384,3 +392,9 @@ def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
         raise InvalidArgument("checkpoint_every needs checkpoint_dir")
     if eval_grid is not None and clock is None:
         raise InvalidArgument("eval_grid needs a clock (its times are virtual)")
+    check_int("send_ahead", send_ahead, minimum=1, allow_none=True)
+    if send_ahead is not None and clock is None:
+        raise InvalidArgument(
+            f"send_ahead={send_ahead} needs a clock: without one every task is awaited at once "
+            "(real devices), so none may be held back; leave send_ahead out"
+        )

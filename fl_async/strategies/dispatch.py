@@ -9,14 +9,16 @@ task index) and ``iteration`` (fl_async.protocol).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
-from flwr.app import ArrayRecord, Message
+from flwr.app import ArrayRecord
 from flwr.serverapp import Grid
 
 from fl_async import protocol
 from fl_async.strategies.nodes import Node
+from fl_async.strategies.outbox import MakeMessage
 from fl_async.strategies.tasks import Task
 
 
@@ -47,20 +49,34 @@ class TaskDispatch:
         return chosen
 
     def _dispatch(self, grid: Grid) -> bool:
-        """Send a task to every node that may start one; return whether any was sent."""
+        """Make a task for every node that may start one and hand it to the outbox, which
+        sends it now or holds it back (``send_ahead``); return whether any task was made and
+        did not fail to go."""
         made = [self._make_task(node_id) for node_id in self._dispatchable()]
-        if not made:
-            return False
-        ids = list(grid.push_messages([message for _, message in made]))
-        for (task, _), msg_id in zip(made, ids, strict=False):
-            self._track(msg_id, task)
-        for task, _ in made[len(ids) :]:
-            self._registry.set_busy(self._registry[task.node_id], False)
-            self._recorder.fault("push-failed", f"node {task.node_id}: the task was not sent")
-        return bool(ids)
+        for task, make in made:
+            self._track(self._outbox.add(task, make), task)
+        self._send(grid)
+        return bool(made) and bool(self._book)
 
-    def _make_task(self, node_id: int) -> tuple[Task, Message]:
-        """The next task for ``node_id`` and its message (the node is then busy)."""
+    def _send(self, grid: Grid) -> None:
+        """Let the outbox send what it may now; a task whose push failed leaves the book."""
+        if not self._outbox.held:
+            return
+        for key in self._outbox.release(grid, self._book, self._order.wanted(self._book)):
+            task, _ = self._close(key)
+            self._order.closed(key, task, arrival=time.time(), advance=False)
+            node = self._registry.get(task.node_id)
+            if node is not None:
+                self._registry.set_busy(node, False)
+            self._recorder.fault("push-failed", f"node {task.node_id}: the task was not sent")
+
+    def _close(self, key: str) -> tuple[Task, list[np.ndarray]]:
+        """Take a task out of the book and the outbox (answered, timed out, lost or unsent)."""
+        self._outbox.forget(key)
+        return self._book.close(key)
+
+    def _make_task(self, node_id: int) -> tuple[Task, MakeMessage]:
+        """The next task for ``node_id`` and what builds its message (the node is then busy)."""
         node = self._registry[node_id]
         version = self.aggregator.version
         iteration = self.policy.started(node.stable_id, version)
@@ -79,7 +95,7 @@ class TaskDispatch:
         self._registry.set_busy(node, True)
         record = self._version_record(version) if base is None else self._record(base)
         config = self._task_config(version, seed, iteration)
-        return task, protocol.train_message(node_id, record, config, ttl=self._timeout)
+        return task, partial(protocol.train_message, node_id, record, config, ttl=self._timeout)
 
     def _task_config(self, version: int, seed: int, iteration: int) -> dict[str, Any]:
         """A task's config: the training settings and what identifies the task."""

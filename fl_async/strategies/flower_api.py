@@ -41,7 +41,7 @@ class FlowerStrategyAPI(Strategy):
         made = [self._make_task(node_id) for node_id in self._dispatchable()]
         for task, _ in made:  # matched to replies by node: at most one task per node
             self._track(f"configured-{task.node_id}", task)
-        return [message for _, message in made]
+        return [make() for _, make in made]
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

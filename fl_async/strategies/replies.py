@@ -34,11 +34,14 @@ SWEEP_EVERY = 1.0
 in between only the replies awaited next are pulled."""
 
 
-class _OutOfTime:
-    """What ``_wait_for`` returns when the run's wall-time limit passed while it waited."""
+class _NoReply:
+    """What ``_wait_for`` returns when it stopped waiting without a reply or a timeout."""
 
 
-OUT_OF_TIME = _OutOfTime()
+OUT_OF_TIME = _NoReply()
+"""The run's wall-time limit passed while it waited."""
+UNSENT = _NoReply()
+"""An awaited task could not be sent (it left the book)."""
 
 
 class ReplyHandling:
@@ -48,34 +51,35 @@ class ReplyHandling:
         """Wait for and handle the next reply in order; return whether the server stepped."""
         version = self.aggregator.version
         wanted = self._order.wanted(self._book)
-        reply = self._wait_for(grid, wanted)
-        if reply is OUT_OF_TIME:
-            return False  # the loop's next look at its limits ends the run
+        got = self._wait_for(grid, wanted)
+        if isinstance(got, _NoReply):
+            return False  # the loop's next look at its limits ends the run, or it looks again
         self._check_owner()  # a run that took over while this one waited gets the update
-        msg_id = (
-            self._order.overdue(self._book, wanted)
-            if reply is None
-            else (reply.metadata.reply_to_message_id)
-        )
+        msg_id = self._order.overdue(self._book, wanted) if got is None else got[0]
         self._evaluate_grid(until=self._book[msg_id].finish)
-        if reply is None:
+        if got is None:
             self._drop(msg_id, "timeout")
         else:
-            self._handle(msg_id, reply, arrival=time.time())
+            self._handle(msg_id, got[1], arrival=time.time())
         self._settle_barrier()
         return self.aggregator.version > version
 
-    def _wait_for(self, grid: Grid, wanted: list[str]) -> Message | None | _OutOfTime:
-        """The first reply among ``wanted`` (stashing others), None when the oldest timed out,
-        ``OUT_OF_TIME`` when the run's ``max_wall_time`` passed while it waited."""
+    def _wait_for(self, grid: Grid, wanted: list[str]) -> tuple[str, Message] | None | _NoReply:
+        """The first reply among ``wanted`` with its task's key (stashing others), None when
+        the oldest timed out, ``OUT_OF_TIME`` when the run's ``max_wall_time`` passed while it
+        waited, ``UNSENT`` when an awaited task could not be sent. Held tasks go out as the
+        outbox allows (an awaited one at once)."""
         book, interval = self._book, self.poll_interval
         while True:
             for msg_id in wanted:
                 if book.stashed(msg_id):
-                    return book.take_stashed(msg_id)
+                    return msg_id, book.take_stashed(msg_id)
+            self._send(grid)
+            if any(m not in book for m in wanted):
+                return UNSENT
             pending = self._to_pull(wanted)
-            for reply in grid.pull_messages(pending) if pending else []:
-                book.stash(reply)
+            for key, reply in self._outbox.pull(grid, pending) if pending else []:
+                book.stash(key, reply)
             if any(book.stashed(m) for m in wanted):
                 continue
             if time.time() - min(book[m].dispatched_wall for m in wanted) > self._timeout:
@@ -90,7 +94,10 @@ class ReplyHandling:
         """The replies to ask the grid for now: the awaited ones, and once per sweep every
         unanswered one, so that none waits in the SuperLink until its TTL runs out (a reply
         pulled before its turn is stashed). Listing thousands of tasks in flight on every poll
-        cost the server more than anything else at 10,000 nodes."""
+        cost the server more than anything else at 10,000 nodes. With ``send_ahead`` every sent
+        task is asked for: they are few, and each reply that comes makes room for the next."""
+        if self._outbox.ahead is not None:
+            return self._outbox.to_pull(self._book)
         now = time.time()
         if now >= self._next_sweep:
             self._next_sweep = now + min(SWEEP_EVERY, self._timeout / 20)
@@ -99,7 +106,7 @@ class ReplyHandling:
 
     def _handle(self, msg_id: str, reply: Message, *, arrival: float) -> MetricRecord | None:
         """Turn one reply into a client update and apply it; record what happened."""
-        task, base = self._book.close(msg_id)
+        task, base = self._close(msg_id)
         duration = self._order.closed(msg_id, task, arrival=arrival, advance=True)
         node = self._registry.get(task.node_id)
         if node is not None:
@@ -164,7 +171,7 @@ class ReplyHandling:
 
     def _drop(self, msg_id: str, kind: str) -> None:
         """Give up on a task in flight (timed out, or its node left)."""
-        task, _ = self._book.close(msg_id)
+        task, _ = self._close(msg_id)
         self._order.closed(msg_id, task, arrival=time.time(), advance=kind == "timeout")
         self._failed(task, f"task {kind}", kind)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from logging import INFO
 
 from flwr.app import ArrayRecord, ConfigRecord
@@ -121,9 +122,10 @@ class RunSnapshot:
             task = Task(node_id, s.stable_id, s.base_version, s.iteration, s.task_index, s.seed,
                         s.start, s.finish, time.time(), s.base if s.own_base else None)  # fmt: skip
             config = self._task_config(s.base_version, s.seed, s.iteration)
-            message = protocol.train_message(node_id, self._record(s.base), config,
-                                             ttl=self._timeout)  # fmt: skip
-            (msg_id,) = grid.push_messages([message])
+            make = partial(protocol.train_message, node_id, self._record(s.base), config,
+                           ttl=self._timeout)  # fmt: skip
+            key = self._outbox.add(task, make)
             self._registry.set_busy(self._registry[node_id], True)
-            self._book.add_stored(msg_id, task, s.base)
-            self._order.track(msg_id, task)
+            self._book.add_stored(key, task, s.base)
+            self._order.track(key, task)
+        self._send(grid)

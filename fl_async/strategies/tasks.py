@@ -37,7 +37,7 @@ class Task:
 
 
 class TaskBook:
-    """Tasks in flight by message id, in dispatch order; stashed replies; stored bases."""
+    """Tasks in flight by key (``Outbox``), in dispatch order; stashed replies; stored bases."""
 
     def __init__(self) -> None:
         self._in_flight: dict[str, Task] = {}
@@ -96,9 +96,9 @@ class TaskBook:
             self._bases[task.base_version] = (arrays, count - 1)
         return task, arrays
 
-    def stash(self, reply: Message) -> None:
-        """Keep a reply pulled before its turn."""
-        self._stash[reply.metadata.reply_to_message_id] = reply
+    def stash(self, key: str, reply: Message) -> None:
+        """Keep the reply to task ``key``, pulled before its turn."""
+        self._stash[key] = reply
 
     def stashed(self, msg_id: str) -> bool:
         """Whether the reply to ``msg_id`` has been pulled already."""
