@@ -31,11 +31,3 @@ def publishes(monkeypatch):
     monkeypatch.setattr(Aggregator, "_publish", spy)
     return calls
 
-
-def pytest_collection_modifyitems(config, items):
-    """Every slow test in one xdist group: under ``--dist loadgroup`` one worker runs them one
-    after another (they start Flower and Ray processes and train for real, and side by side
-    on a small machine they starve each other), while the other workers run the fast tests."""
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(pytest.mark.xdist_group("slow"))
