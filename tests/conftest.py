@@ -30,4 +30,3 @@ def publishes(monkeypatch):
 
     monkeypatch.setattr(Aggregator, "_publish", spy)
     return calls
-

@@ -238,3 +238,20 @@ def test_gpus_per_actor_refuses_what_ray_cannot_reserve(share):
 
     with pytest.raises(InvalidArgument, match="gpus-per-actor"):
         cluster.federation_options(None, 2, share)
+
+
+@pytest.mark.parametrize("last_line", [True, False])
+def test_the_serverapps_last_line_tells_the_run_completed(tmp_path, last_line):
+    """Once the ServerApp's last line came, no `flwr ls` is needed to know it completed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lines = ["Successfully started run 42"]
+    if last_line:
+        lines.append("INFO :      fl-async: final accuracy 91.0% after 8 updates (budget), "
+                     "virtual time 3.0 s, wall time 1.0 s; wrote /x/history.json")  # fmt: skip
+    (bin_dir / "flwr").write_text(f"#!{sys.executable}\nprint({chr(10).join(lines)!r})\n")
+    (bin_dir / "flwr").chmod(0o755)
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
+    args = launch.build_parser().parse_args(["--actors", "1"])
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert launch._flwr_run(plan, tmp_path, args, env, None) == (42, last_line)

@@ -46,6 +46,8 @@ DESCRIPTION = (
 )
 SQLITE = "sqlite:///"
 _STARTED_RUN = re.compile(r"Successfully started run (\d+)")
+_SERVERAPP_DONE = re.compile(r"fl-async: final accuracy .* wrote ")
+"""The ServerApp's last line: it wrote the results and returns (``server_app.run``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -195,8 +197,11 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
         )
         try:
             with staged_app(plan.app_dir) as app:
-                run_id = _flwr_run(plan, app, args, env, address)
-            status = _status(run_id, process, env, cwd=plan.app_dir)
+                run_id, done = _flwr_run(plan, app, args, env, address)
+            # The ServerApp's last line came: it returned, so Flower completed the run. Asking
+            # `flwr ls` would cost a new process (a second and a half on two cores).
+            status = outcome.COMPLETED if done else _status(run_id, process, env,
+                                                             cwd=plan.app_dir)  # fmt: skip
         except KeyboardInterrupt:
             print("fl-async: interrupted; stopping the SuperLink and the simulation")
             return 130
@@ -233,9 +238,9 @@ def _signals_held() -> Iterator[None]:
 
 def _flwr_run(
     plan: Plan, app: Path, args: argparse.Namespace, env: dict[str, str], address: str | None
-) -> int | None:
+) -> tuple[int | None, bool]:
     """``flwr run --stream`` of ``app`` (the staged copy of ``plan.app_dir``), its output
-    echoed; the run id it reported, if any."""
+    echoed; the run id it reported, if any, and whether the ServerApp's last line came."""
     ray = cluster.federation_options(address, args.actors, args.gpus_per_actor)
     federation = f"num-supernodes={plan.nodes} {ray}"
     command = [
@@ -252,7 +257,7 @@ def _flwr_run(
         "--run-config",
         f"num-nodes={plan.nodes} output-dir={json.dumps(str(plan.output))}",
     ]
-    run_id = None
+    run_id, done = None, False
     with subprocess.Popen(
         command,
         env=env,
@@ -269,12 +274,13 @@ def _flwr_run(
                 found = _STARTED_RUN.search(line)
                 if found:
                     run_id = int(found.group(1))
+                done = done or bool(_SERVERAPP_DONE.search(line))
         except BaseException:
             # Interrupted: Popen's exit would wait a quarter second and leave flwr run behind.
             with _signals_held():
                 superlink.end(process)
             raise
-    return run_id
+    return run_id, done
 
 
 def _status(run_id: int | None, link: subprocess.Popen, env: dict[str, str], *, cwd: Path) -> str:
