@@ -7,9 +7,11 @@ A generated block is every line from a start marker to the next end marker::
     <!-- end generated -->
 
 ``split=NAME`` after the path (``<!-- generated from benchmarks/results/suites/a
-split=dirichlet -->``) keeps one split. The path is relative to the repository root: the nearest
-folder above the Markdown file that holds ``.git`` or ``pyproject.toml``. Everything outside the
-blocks is left as it is (docs/bench.md, "Raw results and generated tables").
+split=dirichlet -->``) keeps one split. ``generated verdict from`` gives the claims' verdicts
+(several folders), ``generated tuned from`` a sweep's default and chosen points. The path is
+relative to the repository root: the nearest folder above the Markdown file that holds ``.git``
+or ``pyproject.toml``. Everything outside the blocks is left as it is (docs/bench.md, "Raw
+results and generated tables").
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from pathlib import Path
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.records import load_records
 from fl_async.bench.report import sorted_records, split_tables
+from fl_async.bench.tuned_table import read_tuned, tuned_lines
 from fl_async.bench.verdict import records_per_run, verdict_lines
 from fl_async.validation import InvalidArgument
 
 START = re.compile(
-    r"^<!-- generated (?P<verdict>verdict )?from (?P<source>\S+(?: \S+)*?)"
+    r"^<!-- generated (?:(?P<verdict>verdict )|(?P<tuned>tuned ))?from (?P<source>\S+(?: \S+)*?)"
     r"(?: split=(?P<split>\S+))? -->$"
 )
 END = "<!-- end generated -->"
@@ -44,12 +47,14 @@ class Block:
     verdict: bool = False
     """A verdict block (the claims' rules, ``fl_async.bench.verdict``); ``source`` may then name
     several records folders, separated by spaces."""
+    tuned: bool = False
+    """A sweep's table: default against chosen point (``fl_async.bench.tuned_table``)."""
 
     @property
     def name(self) -> str:
         """The block as messages name it: its line and its marker."""
         split = f" split={self.split}" if self.split else ""
-        kind = "verdict " if self.verdict else ""
+        kind = "verdict " if self.verdict else "tuned " if self.tuned else ""
         return f"line {self.start + 1} (generated {kind}from {self.source}{split})"
 
 
@@ -83,7 +88,10 @@ def find_blocks(lines: Sequence[str]) -> list[Block]:
                 raise InvalidArgument(
                     f"line {start + 1}: one records folder per table block, got {found['source']!r}"
                 )
-            blocks.append(Block(found["source"], found["split"], start, index, verdict))
+            tuned = found["tuned"] is not None
+            if tuned and found["split"]:
+                raise InvalidArgument(f"line {start + 1}: a tuned block covers every split")
+            blocks.append(Block(found["source"], found["split"], start, index, verdict, tuned))
             opened = None
     if opened is not None:
         raise InvalidArgument(f"line {opened[0] + 1}: the block has no {END!r}")
@@ -116,6 +124,10 @@ def block_lines(block: Block, root: Path) -> list[str]:
     """The lines of ``block`` as generated from its records folder(s), markers included."""
     if block.verdict:
         return _verdict_lines(block, root)
+    if block.tuned:
+        record = read_tuned(_records_folder(block, block.source, root))
+        start = f"<!-- generated tuned from {block.source} -->"
+        return [start, "", *tuned_lines(record), "", END]
     folder = _records_folder(block, block.source, root)
     records = sorted_records(load_records(folder))
     if block.split is not None and block.split not in records:
