@@ -50,8 +50,12 @@ WORKLOADS = {
              "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5"],
     "synthetic-steps1": ["--nodes", "20", "--run-config",
                          "dataset='synthetic' local-steps=1 num-rounds=50 seed=5"],
+    "main-send-ahead": ["--run-config", "num-rounds=10 seed=5 send-ahead=5"],
+    "asgd-send-ahead": ["--nodes", "10", "--run-config",
+                        "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5 send-ahead=5"],
 }  # fmt: skip
-"""The issue's two workloads, and the fixed cost per update (one local step, a linear model)."""
+"""The issue's two workloads, the fixed cost per update (one local step, a linear model), and
+the two workloads with tasks sent ahead in virtual-finish order (``send-ahead``)."""
 MILESTONES = {
     "simulation-started": r"Starting Flower Simulation",
     "serverapp-started": r"fl-async: \w[\w-]* on ",
