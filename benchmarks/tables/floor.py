@@ -16,6 +16,11 @@ def _spread(triple: list[float], digits: int = 1) -> str:
     return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
 
 
+def _ms(triple: list[float]) -> str:
+    """Milliseconds: whole ones, or tenths below ten (a linear model's floor is under one)."""
+    return _spread(triple, 0 if triple[0] >= 10 else 1)
+
+
 def _summary_rows(result: dict) -> list[str]:
     lines = [
         "| workload | runs | efficiency | run s | floor s | start-up s | baseline start-up s "
@@ -30,7 +35,7 @@ def _summary_rows(result: dict) -> list[str]:
             f"| {name} | {len(runs)} | {_spread(s['efficiency'], 2)} | {_spread(s['run-wall'])} "
             f"| {_spread(s['floor'])} | {_spread(s['startup'])} "
             f"| {'' if base is None else _spread(base['startup'])} "
-            f"| {_spread(s['run-ms-per-update'], 0)} | {_spread(s['floor-ms-per-update'], 0)} "
+            f"| {_spread(s['run-ms-per-update'], 0)} | {_ms(s['floor-ms-per-update'])} "
             f"| {min(loads):.1f}–{max(loads):.1f} |"
         )
     return lines
