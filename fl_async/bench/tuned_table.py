@@ -9,11 +9,11 @@ one, and whether the sweep says the default should change (it chose another poin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from fl_async.bench.tuning import TUNED_FILE, TUNED_FORMAT
+from fl_async.files import read_json
 from fl_async.validation import InvalidArgument
 
 HEADER = (
@@ -25,11 +25,9 @@ HEADER = (
 def read_tuned(folder: Path) -> dict[str, Any]:
     """The tuned record in ``folder``; InvalidArgument naming the file when it is not one."""
     path = folder / TUNED_FILE
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise InvalidArgument(f"{path}: cannot read a tuned record: {error}") from None
-    if not isinstance(record, dict) or record.get("format") != TUNED_FORMAT:
+    fix = "make it again with fl-async bench --sweep GRID --report-only"
+    record = read_json(path, "tuned record", keys=("format", "points", "chosen", "rule"), fix=fix)
+    if record["format"] != TUNED_FORMAT:
         raise InvalidArgument(f"{path} is not a tuned record ({TUNED_FORMAT!r})")
     return record
 
