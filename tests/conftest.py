@@ -30,3 +30,9 @@ def publishes(monkeypatch):
 
     monkeypatch.setattr(Aggregator, "_publish", spy)
     return calls
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (in their files' order): both workers share them from the start, and the
+    many short tests fill in at the end, instead of one worker finishing a long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,25 +14,34 @@ from fl_async.bench.grid import derive_grid
 from fl_async.bench.records import load_records
 from fl_async.cli import main
 
+TINY = [
+    "--scenario", "a",
+    "--splits", "dirichlet",
+    "--seeds", "0",
+    "--nodes", "4",
+    "--rounds", "2",
+    "--grid", "10",
+    # ASGD evaluated at every step too: its recorded grid must equal the one derived from
+    # its evaluations, as SSGD's is derived
+    "--run-config", "eval-every=1",
+]  # fmt: skip
+"""The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The tiny suite (SSGD and ASGD, seed 0), run once for the tests of this file's group."""
+    out = tmp_path_factory.mktemp("tiny") / "suite"
+    argv = ["bench", *TINY, "--strategies", "ssgd,asgd", "--out", str(out)]
+    assert main(argv) == 0
+    return argv
+
 
 @pytest.mark.slow
-def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
-    out = tmp_path / "suite"
-    argv = [
-        "bench",
-        "--scenario", "a",
-        "--splits", "dirichlet",
-        "--strategies", "ssgd,asgd",
-        "--seeds", "0",
-        "--nodes", "4",
-        "--rounds", "2",
-        "--grid", "10",
-        # ASGD evaluated at every step too: its recorded grid must equal the one derived from
-        # its evaluations, as SSGD's is derived
-        "--run-config", "eval-every=1",
-        "--out", str(out),
-    ]  # fmt: skip
-    assert main(argv) == 0
+@pytest.mark.xdist_group("tiny-suite")
+def test_tiny_suite_runs_resumes_and_reports(tiny_suite: list[str]) -> None:
+    argv = tiny_suite
+    out = Path(argv[-1])
     ssgd = json.loads((out / "dirichlet" / "ssgd-seed0" / "history.json").read_text())
     asgd = json.loads((out / "dirichlet" / "asgd-seed0" / "history.json").read_text())
     assert ssgd["stopped-by"] == "budget" and ssgd["num-updates"] == 8
@@ -93,19 +103,20 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_tiny_sweep_with_two_jobs_records_what_one_job_does(tmp_path: Path) -> None:
-    """2 strategies x 2 server rates x 1 seed, run 2 at a time and then 1 at a time: the same
-    records (but wall times), and the same choice."""
+@pytest.mark.xdist_group("tiny-suite")
+def test_a_tiny_sweep_with_two_jobs_records_what_one_job_does(
+    tiny_suite: list[str], tmp_path: Path
+) -> None:
+    """2 strategies x 2 server rates x 1 seed: the tiny suite's two runs are the sweep's default
+    points, and the other two run 2 at a time and then 1 at a time: the same records (but wall
+    times), and the same choice."""
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid.ssgd]\nlr = [1.0, 0.5]\n[grid.asgd]\nlr = ["auto", 0.5]\n')
     records, chosen = {}, {}
     for jobs in (2, 1):
         out = tmp_path / f"jobs{jobs}"
-        argv = [
-            "bench", "--sweep", str(grid), "--splits", "dirichlet", "--seeds", "0",
-            "--nodes", "3", "--rounds", "2", "--grid", "4", "--actors", "1",
-            "--run-config", "local-steps=2", "--jobs", str(jobs), "--out", str(out),
-        ]  # fmt: skip
+        shutil.copytree(tiny_suite[-1], out)
+        argv = ["bench", "--sweep", str(grid), *TINY, "--jobs", str(jobs), "--out", str(out)]
         assert main(argv) == 0
         assert main(["bench", "--out", str(out), "--export", str(tmp_path / f"r{jobs}")]) == 0
         records[jobs] = _without_wall_times(load_records(tmp_path / f"r{jobs}"))

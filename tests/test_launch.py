@@ -255,3 +255,35 @@ def test_the_serverapps_last_line_tells_the_run_completed(tmp_path, last_line):
     args = launch.build_parser().parse_args(["--actors", "1"])
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     assert launch._flwr_run(plan, tmp_path, args, env, None) == (42, last_line)
+
+
+def test_after_the_last_line_flwr_run_and_the_superlink_are_stopped_at_once(tmp_path, monkeypatch):
+    """The results are written once the ServerApp's last line came: the launcher does not wait
+    for Flower and Ray to shut down (seconds), nor give the SuperLink's tree a grace period."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
+    (bin_dir / "flwr").write_text(  # prints the last line, then would run for a minute
+        f"#!{sys.executable}\nimport time\nprint('Successfully started run 7')\n"
+        f"print({last!r}, flush=True)\ntime.sleep(60)\n"
+    )
+    (bin_dir / "flwr").chmod(0o755)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    started: list[subprocess.Popen] = []
+
+    def start_superlink(env, *, cwd, log_file):
+        started.append(subprocess.Popen([sys.executable, "-c", stubborn]))
+        time.sleep(0.5)  # its SIGTERM handler is in place
+        return started[-1]
+
+    monkeypatch.setattr(
+        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
+    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    monkeypatch.setattr(superlink, "STOP_GRACE", 30.0)
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
+    args = launch.build_parser().parse_args(["--actors", "1"])
+    began = time.monotonic()
+    launch._launch(plan, args, None)  # 1: no history.json was written here
+    assert time.monotonic() - began < 15.0  # not the minute of flwr run, nor the 30-s grace
+    assert started[0].poll() == -signal.SIGKILL

@@ -1,5 +1,5 @@
 """``python -m fl_async.app``: run the Flower App in a local simulation (see ``launch``)."""
 
-from fl_async.app.launch import main
+from fl_async.app.launch import exit_now, main
 
-raise SystemExit(main())
+exit_now(main())

@@ -106,16 +106,16 @@ def start_superlink(env: dict[str, str], *, cwd: Path, log_file: Path) -> subpro
     raise RuntimeError(f"flower-superlink did not start in {SUPERLINK_START_TIMEOUT:.0f} s")
 
 
-def stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen, *, grace: float = STOP_GRACE) -> None:
     """Stop the SuperLink and every process under it (SuperExec, ServerApp, simulation, Ray).
 
-    SIGTERM to all of them, SIGKILL to any still there after a grace period. The SuperExec
+    SIGTERM to all of them, SIGKILL to any still there after ``grace`` seconds. The SuperExec
     starts its own session, and after an interrupted run the simulation and Ray would outlive
     the SuperLink: the tree is read before anything is signalled.
     """
     tree = [process.pid, *descendants(process.pid)]
     _signal(tree, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE
+    deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
         process.poll()  # reap the SuperLink, our child, so that it does not count as alive
         time.sleep(0.2)
