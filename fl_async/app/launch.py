@@ -220,7 +220,7 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
             with _signals_held():
                 # After the ServerApp's last line the results are written: no grace, as the
                 # simulation's own shutdown of Ray takes about 5 s on two cores.
-                superlink.stop(process, grace=0.0 if done else superlink.STOP_GRACE)
+                superlink.stop(process, grace=0.0 if done else None)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
