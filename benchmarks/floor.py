@@ -53,9 +53,13 @@ WORKLOADS = {
     "main-send-ahead": ["--run-config", "num-rounds=10 seed=5 send-ahead=5"],
     "asgd-send-ahead": ["--nodes", "10", "--run-config",
                         "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5 send-ahead=5"],
+    "main-gpu4": ["--gpus-per-actor", "0.25", "--run-config", "num-rounds=10 seed=5"],
+    "main-gpu16": ["--gpus-per-actor", "0.0625", "--run-config", "num-rounds=10 seed=5"],
 }  # fmt: skip
-"""The issue's two workloads, the fixed cost per update (one local step, a linear model), and
-the two workloads with tasks sent ahead in virtual-finish order (``send-ahead``)."""
+"""The issue's two workloads, the fixed cost per update (one local step, a linear model), the
+two workloads with tasks sent ahead in virtual-finish order (``send-ahead``), and the main
+workload with its actors training on one GPU, 4 or 16 of them sharing it (``main-gpu4``,
+``main-gpu16``; their floor is still plain processes on the CPU cores)."""
 MILESTONES = {
     "simulation-started": r"Starting Flower Simulation",
     "serverapp-started": r"fl-async: \w[\w-]* on ",

@@ -73,7 +73,8 @@ def provenance() -> dict[str, str]:
         git = ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"]
         commit = subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+        # A copied tree without .git (e.g. sent to another machine): the commit it was copied at.
+        commit = os.environ.get("FL_ASYNC_COMMIT", "unknown")
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("flwr", "torch", "numpy"))
     return {"commit": commit, "versions": versions}
 
