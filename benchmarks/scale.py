@@ -69,14 +69,19 @@ def update_times(history: dict, steady_from: float = STEADY_FROM) -> dict[str, f
 
 def provenance() -> dict[str, str]:
     """The commit of the code measured and the versions of what it ran on."""
-    try:
-        git = ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"]
-        commit = subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        # A copied tree without .git (e.g. sent to another machine): the commit it was copied at.
-        commit = os.environ.get("FL_ASYNC_COMMIT", "unknown")
+    # FL_ASYNC_COMMIT names the commit of a tree copied to another machine, where git would
+    # answer for whatever .git it finds there (or for none).
+    commit = os.environ.get("FL_ASYNC_COMMIT") or _git_commit()
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("flwr", "torch", "numpy"))
     return {"commit": commit, "versions": versions}
+
+
+def _git_commit() -> str:
+    try:
+        git = ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"]
+        return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def bundle(out: Path, files: list[Path]) -> None:
