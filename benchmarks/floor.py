@@ -260,6 +260,13 @@ def _spread(values: list[float]) -> list[float]:
     return [statistics.median(values), min(values), max(values)]
 
 
+def _gpu() -> str:
+    """The GPU the actors could use (``"none"`` without CUDA)."""
+    import torch  # the replay imports it anyway; the command-line help does not need it
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+
+
 def _commit_of(checkout: Path) -> str:
     git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
     return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
@@ -279,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"benchmark": "floor", **provenance(), "label": args.label,
-                              "cores": os.cpu_count(), "workloads": {}}  # fmt: skip
+                              "cores": os.cpu_count(), "gpu": _gpu(), "workloads": {}}  # fmt: skip
     if args.baseline is not None:
         result["baseline-commit"] = _commit_of(args.baseline)
     for workload in args.workload or ["main", "asgd"]:

@@ -79,6 +79,7 @@ def table(result: dict) -> str:
     baseline = result.get("baseline-commit")
     lines = [
         f"Commit {result['commit']}; {result['versions']}; {result['cores']} cores"
+        + (f", GPU {result['gpu']}" if result.get("gpu", "none") != "none" else "")
         + (
             f"; baseline start-up: commit {baseline}, run right after each repeat"
             if baseline
