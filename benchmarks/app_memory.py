@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from runtime_apps import tree_memory
+from process_usage import tree_memory
 
 HERE = Path(__file__).resolve().parent
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from floor_replay import replay
-from runtime_apps import process_tree
+from process_usage import process_tree
 from scale import provenance
 
 HERE = Path(__file__).resolve().parent
