@@ -22,7 +22,7 @@ import types
 from typing import Any
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
@@ -173,6 +173,7 @@ class PlainAsync:
 # ------------------------------------------------------------------------------ the server
 @server.main()
 def main(grid: Grid, context: Context) -> None:
+    """Run ``SETUP``'s strategy on a ``TimingGrid``; append what was measured to ``RESULTS``."""
     setup = SETUP
     keys, arrays = make_model(setup["params"])
     initial = to_record(keys, arrays)
@@ -186,18 +187,7 @@ def main(grid: Grid, context: Context) -> None:
     train_config = ConfigRecord(dict(setup["train_config"]))
     wall0, cpu0 = time.perf_counter(), time.thread_time()
     try:
-        if isinstance(strategy, FedAvg):
-            result = strategy.start(
-                timing_grid, initial, num_rounds=setup["rounds"], timeout=setup["timeout"],
-                train_config=train_config,
-            )  # fmt: skip
-            updates = len(timing_grid.replies)
-        else:
-            result = strategy.start(
-                timing_grid, initial, timeout=setup["timeout"], train_config=train_config,
-                max_updates=setup["updates"], num_rounds=10**9,
-            )  # fmt: skip
-            updates = result.num_updates
+        result, updates = _start(strategy, timing_grid, initial, train_config)
     finally:
         RUNNING.clear()
         if probe is not None:
@@ -225,3 +215,22 @@ def main(grid: Grid, context: Context) -> None:
             "stopped_by": getattr(result, "stopped_by", "rounds"),
         }
     )
+
+
+def _start(
+    strategy: Any, grid: TimingGrid, initial: ArrayRecord, train_config: ConfigRecord
+) -> tuple[Any, int]:
+    """Run ``strategy`` to its end as ``SETUP`` says: its result and the updates it applied
+    (FedAvg, which has no update count: the train replies received)."""
+    setup = SETUP
+    if isinstance(strategy, FedAvg):
+        result = strategy.start(
+            grid, initial, num_rounds=setup["rounds"], timeout=setup["timeout"],
+            train_config=train_config,
+        )  # fmt: skip
+        return result, len(grid.replies)
+    result = strategy.start(
+        grid, initial, timeout=setup["timeout"], train_config=train_config,
+        max_updates=setup["updates"], num_rounds=10**9,
+    )  # fmt: skip
+    return result, result.num_updates
