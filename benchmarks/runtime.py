@@ -112,7 +112,8 @@ def plan(args: argparse.Namespace, spin_units: int) -> dict[str, list[dict[str, 
     return phases
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
+    """The command line; ``--child SPEC OUT`` (hidden) is how ``simulate`` starts a child."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run (~2.5 min)")
     parser.add_argument("--params", type=int, default=1_000_000, help="model size (float32)")
@@ -150,17 +151,16 @@ def main() -> None:
     )
     parser.add_argument("--out", default=str(HERE / "results" / "runtime.json"))
     parser.add_argument("--child", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_child(json.loads(args.child[0]), Path(args.child[1]))
-        return
+    return parser
 
-    started = time.time()
-    out = Path(args.out)
-    log_dir = out.parent / "runtime_logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+
+def run_phases(
+    args: argparse.Namespace, spin_units: int, log_dir: Path, started: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run each phase's simulations, a workload's between two measurements of its ceiling;
+    the ceilings by workload and the analysed runs by name. Prints progress, timed from
+    ``started``."""
     duration = 2.0 if args.quick else 4.0
-    spin_units = calibrate_spin(args.task_seconds)
     ceilings: dict[str, Any] = {}
     runs: dict[str, Any] = {}
     for phase, specs in plan(args, spin_units).items():
@@ -186,7 +186,23 @@ def main() -> None:
             print(f"  {result['spec']['name']}: "
                   f"{run['throughput']['steady_updates_per_s']:.2f} updates/s"
                   + (f" (ceiling {used:.2f})" if used else ""), flush=True)  # fmt: skip
+    return ceilings, runs
 
+
+def main() -> None:
+    """Measure every phase, write the report (JSON) and print it; with ``--child``, run one
+    simulation instead."""
+    args = _parser().parse_args()
+    if args.child:
+        run_child(json.loads(args.child[0]), Path(args.child[1]))
+        return
+
+    started = time.time()
+    out = Path(args.out)
+    log_dir = out.parent / "runtime_logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    spin_units = calibrate_spin(args.task_seconds)
+    ceilings, runs = run_phases(args, spin_units, log_dir, started)
     report = {
         "command": " ".join(["python", *sys.argv]),
         "machine": {
