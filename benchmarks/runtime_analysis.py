@@ -128,6 +128,8 @@ def server_time(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def analyse(result: dict[str, Any], ceiling: dict[str, Any] | None) -> dict[str, Any]:
+    """One run's entry in the report: its rates, memory, overhead against ``ceiling`` (the rate
+    phases) and, for fl_async's strategies, the ServerApp's time per update."""
     spec = result["spec"]
     rates = throughput(result, skip=spec["nodes"])
     out: dict[str, Any] = {

@@ -11,6 +11,19 @@ QUIET = 0.2
 
 def figures_and_targets(runs: dict[str, Any], task_seconds: float) -> dict[str, Any]:
     """The headline figures, and each target that the runs made measurable."""
+    figures = _phase_figures(runs, task_seconds)
+    targets = _phase_targets(runs, figures)
+    for name, run in runs.items():
+        if name.startswith("memory"):
+            m = run["peak_memory"]
+            figures[name] = {"peak_pss_gib": m["pss"] / GIB, "peak_rss_sum_gib": m["rss"] / GIB}
+            targets[f"{name}: peak PSS <= 4 GiB"] = m["pss"] <= 4 * GIB
+            targets[f"{name}: peak summed RSS <= 4 GiB"] = m["rss"] <= 4 * GIB
+    return {"figures": figures, "targets": targets}
+
+
+def _phase_figures(runs: dict[str, Any], task_seconds: float) -> dict[str, Any]:
+    """The figures of the rate phases' runs (``sleep-*``, ``spin-*``; not the memory runs)."""
     phase_runs = {n: r for n, r in runs.items() if not n.startswith("memory")}
     server_ms = {
         n: r["server_time"]["busy_ms_per_update"]
@@ -30,13 +43,21 @@ def figures_and_targets(runs: dict[str, Any], task_seconds: float) -> dict[str, 
     cpu = {
         n: r["throughput"]["cpu_overhead"] for n, r in phase_runs.items() if n.startswith("spin")
     }
-    figures: dict[str, Any] = {
+    return {
         "server_ms_per_update": server_ms,
         "server_share_of_client_compute": share,
         "overhead_vs_ceiling": overhead,
         "overhead_vs_floor": vs_floor,
         "cpu_overhead_spin": cpu,
     }
+
+
+def _phase_targets(runs: dict[str, Any], figures: dict[str, Any]) -> dict[str, bool | None]:
+    """The rate phases' targets that ``figures`` (``_phase_figures``) measured: met, not met, or
+    None where other processes used too much of the machine for the wall clock to count."""
+    share = figures["server_share_of_client_compute"]
+    overhead = figures["overhead_vs_ceiling"]
+    cpu = figures["cpu_overhead_spin"]
     targets: dict[str, bool | None] = {}
     if share:
         targets["ServerApp time per update <= 10% of client compute"] = max(share.values()) <= 0.1
@@ -55,22 +76,25 @@ def figures_and_targets(runs: dict[str, Any], task_seconds: float) -> dict[str, 
         targets["ASGD spin: 1 - rate/ceiling <= 10% (wall clock)"] = (
             overhead["spin-ASGD"] <= 0.1 if quiet else None
         )
-    for name, run in runs.items():
-        if name.startswith("memory"):
-            m = run["peak_memory"]
-            figures[name] = {"peak_pss_gib": m["pss"] / GIB, "peak_rss_sum_gib": m["rss"] / GIB}
-            targets[f"{name}: peak PSS <= 4 GiB"] = m["pss"] <= 4 * GIB
-            targets[f"{name}: peak summed RSS <= 4 GiB"] = m["rss"] <= 4 * GIB
-    return {"figures": figures, "targets": targets}
+    return targets
 
 
 def gib(value: float) -> str:
+    """``value`` bytes in GiB, two decimals."""
     return f"{value / GIB:.2f} GiB"
 
 
 def print_report(report: dict[str, Any]) -> None:
-    nan = float("nan")
-    fig = report["figures"]
+    """Print ``report`` (what ``runtime.py`` writes): the set-up and ceilings, the rates, the
+    ServerApp's time per update, the memory runs and the targets."""
+    _print_setup(report)
+    _print_rates(report)
+    _print_server_times(report)
+    _print_memory(report)
+    _print_targets(report)
+
+
+def _print_setup(report: dict[str, Any]) -> None:
     print(f"\nmodel {report['params']:,} float32; {report['nodes']} nodes; {report['actors']} "
           f"actors x {report['cpus_per_actor']} CPU on {report['machine']['cores']} cores; "
           f"client work {report['task_seconds']} s per task")  # fmt: skip
@@ -79,6 +103,11 @@ def print_report(report: dict[str, Any]) -> None:
               f"{c['before']['rate']:.2f}, after {c['after']['rate']:.2f}; nominal "
               f"{c['before']['nominal']:.2f}; other processes used up to "
               f"{c['external_cores_used']:.2f} cores)")  # fmt: skip
+
+
+def _print_rates(report: dict[str, Any]) -> None:
+    nan = float("nan")
+    fig = report["figures"]
     print(f"\n{'run':13s} {'upd/s':>6s} {'ceiling':>7s} {'overhead':>8s} {'vs floor':>8s} "
           f"{'util':>5s} {'pickup':>6s} {'gap':>5s} {'server':>6s} {'CPU':>6s} {'CPU ovh':>7s} "
           f"{'ext':>5s}")  # fmt: skip
@@ -96,6 +125,9 @@ def print_report(report: dict[str, Any]) -> None:
             f"{fig['cpu_overhead_spin'].get(name, nan):7.1%} "
             f"{t['external_cores_used']:5.2f}"
         )  # fmt: skip
+
+
+def _print_server_times(report: dict[str, Any]) -> None:
     for name, run in report["runs"].items():
         if "server_time" not in run or name.startswith("memory"):
             continue
@@ -108,6 +140,9 @@ def print_report(report: dict[str, Any]) -> None:
         for part, ms in sorted(st["parts_ms_per_update"].items(), key=lambda kv: -kv[1]):
             if ms >= 0.05:
                 print(f"  {part:40s} {ms:6.2f} ms")
+
+
+def _print_memory(report: dict[str, Any]) -> None:
     for name, run in report["runs"].items():
         if not name.startswith("memory"):
             continue
@@ -123,6 +158,9 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"  ServerApp {st['busy_ms_per_update']:.2f} ms per update (aggregator "
                   f"{st['parts_ms_per_update']['aggregator apply']:.2f} ms); pull "
                   f"{st['pull_ms_per_call']:.1f} ms per call")  # fmt: skip
+
+
+def _print_targets(report: dict[str, Any]) -> None:
     print("\ntargets:")
     for target, met in report["targets"].items():
         verdict = "n/a" if met is None else "met" if met else "NOT MET"
