@@ -42,6 +42,7 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from app_memory import run_sampled
 
@@ -101,23 +102,9 @@ def bundle(out: Path, files: list[Path]) -> None:
     print(f"{len(keep)} runs -> {out}")
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--bundle"]:
-        if len(sys.argv) < 4:
-            raise SystemExit("usage: scale.py --bundle OUT.json RUN.json [RUN.json ...]")
-        bundle(Path(sys.argv[2]), [Path(f) for f in sys.argv[3:]])
-        return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strategy", default="gsgm", help="e.g. gsgm, asgd, fedbuff")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--updates", type=int, default=2000)
-    parser.add_argument("--max-in-flight", type=int, default=0,
-                        help="tasks in flight at once (0: the app's default)")  # fmt: skip
-    parser.add_argument("--actors", type=int, default=None,
-                        help="Ray ClientApp actors (default: the number of CPUs)")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=600.0, help="each task's TTL (s)")
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the app as ``args`` say while sampling its memory; the result (with the log's last
+    lines when the run failed)."""
     with tempfile.TemporaryDirectory() as tmp:
         config = (f"strategy='{args.strategy}' dataset='synthetic' local-epochs=1 "
                   f"max-updates={args.updates} num-rounds={args.updates} "
@@ -135,7 +122,7 @@ def main() -> None:
         history = json.loads(path.read_text()) if path.exists() else {}
         tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
     times = update_times(history)
-    result = {
+    return {
         "strategy": args.strategy, "nodes": args.nodes, "updates-asked": args.updates,
         "updates": history.get("num-updates"), "max-in-flight": args.max_in_flight,
         "actors": args.actors, "seed": args.seed, "exit-code": code,
@@ -149,14 +136,35 @@ def main() -> None:
         "final-accuracy": history.get("final-accuracy"),
         "log-tail": tail,
     }  # fmt: skip
+
+
+def main() -> None:
+    """Measure one run and write its result; with ``--bundle``, bundle results for the tables."""
+    if sys.argv[1:2] == ["--bundle"]:
+        if len(sys.argv) < 4:
+            raise SystemExit("usage: scale.py --bundle OUT.json RUN.json [RUN.json ...]")
+        bundle(Path(sys.argv[2]), [Path(f) for f in sys.argv[3:]])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategy", default="gsgm", help="e.g. gsgm, asgd, fedbuff")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--updates", type=int, default=2000)
+    parser.add_argument("--max-in-flight", type=int, default=0,
+                        help="tasks in flight at once (0: the app's default)")  # fmt: skip
+    parser.add_argument("--actors", type=int, default=None,
+                        help="Ray ClientApp actors (default: the number of CPUs)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="each task's TTL (s)")
+    args = parser.parse_args()
+    result = measure(args)
     out = HERE / "results" / f"scale-{args.strategy}-{args.nodes}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     mean, median = (_ms(result[k]) for k in ("mean-gap", "median-gap"))
-    print(f"{args.strategy} nodes={args.nodes} updates={result['updates']} exit={code} "
-          f"peak-pss={result['peak-pss-gib']} GiB time/update={mean} (median {median}, first "
-          f"update at {result['first-update-wall']} s) wall={result['wall-seconds']} s "
-          f"-> {out}")  # fmt: skip
+    print(f"{args.strategy} nodes={args.nodes} updates={result['updates']} "
+          f"exit={result['exit-code']} peak-pss={result['peak-pss-gib']} GiB time/update={mean} "
+          f"(median {median}, first update at {result['first-update-wall']} s) "
+          f"wall={result['wall-seconds']} s -> {out}")  # fmt: skip
 
 
 def _ms(seconds: float | None) -> str:
