@@ -75,16 +75,11 @@ def load_dataset(
     plan = _plan(name, source=source, root=root, download=download)
     if owner_column is not None and plan.kind in _WITHOUT_OWNERS:
         raise _no_owners(name)
-    if plan.kind == "embedded":
-        return load_mnist(test_fraction=test_fraction, split_seed=split_seed)
-    if plan.kind == "torchvision":
-        from fl_async.data.torchvision_files import load_torchvision
-
-        return load_torchvision(plan.target, root=_root(root), download=download)
-    if plan.kind == "folder":
-        from fl_async.data.folder import load_folder
-
-        return load_folder(Path(plan.target), test_fraction=test_fraction, split_seed=split_seed)
+    local = _load_local(
+        plan, root, download=download, test_fraction=test_fraction, split_seed=split_seed
+    )
+    if local is not None:
+        return local
     # Imported only here: ``datasets`` adds ~1 s to start-up that the other readers avoid.
     from fl_async.data.hf import to_federated
 
@@ -97,6 +92,29 @@ def load_dataset(
         split_seed=split_seed,
         owner_column=owner_column,
     )
+
+
+def _load_local(
+    plan: _Plan,
+    root: str | os.PathLike[str] | None,
+    *,
+    download: bool,
+    test_fraction: float,
+    split_seed: int,
+) -> FederatedData | None:
+    """``plan``'s dataset if a reader without ``datasets`` reads it (embedded, torchvision's
+    files, an image folder), else None."""
+    if plan.kind == "embedded":
+        return load_mnist(test_fraction=test_fraction, split_seed=split_seed)
+    if plan.kind == "torchvision":
+        from fl_async.data.torchvision_files import load_torchvision
+
+        return load_torchvision(plan.target, root=_root(root), download=download)
+    if plan.kind == "folder":
+        from fl_async.data.folder import load_folder
+
+        return load_folder(Path(plan.target), test_fraction=test_fraction, split_seed=split_seed)
+    return None
 
 
 def load_labels(
