@@ -1,9 +1,17 @@
-"""The event loop on an in-memory grid: ordering, reproducibility, faults, presets, resume."""
+"""The presets in the event loop on an in-memory grid: ordering, reproducibility, the white list,
+FedAvg, auto learning rates, ODSGD, ASP, bad arguments, Flower's API, replies and bases."""
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, QuadraticNode, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord, MetricRecord
+from fakegrid import FakeGrid, QuadraticNode, initial_arrays, quadratic_fleet
+from flwr.app import ConfigRecord
+from strategy_loop import (
+    TRAIN,
+    _identity,  # noqa: F401  (autouse: every test runs under task_identity())
+    history,
+    model,
+    run,
+)
 
 from fl_async.protocol import to_record, train_message
 from fl_async.scheduling import VirtualClock
@@ -20,34 +28,6 @@ from fl_async.strategies import (
     FedBuff,
     TrendSmooth,
 )
-
-TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
-
-
-@pytest.fixture(autouse=True)
-def _identity():
-    with task_identity():
-        yield
-
-
-def run(strategy, nodes, *, delay_seed=0, num_rounds=3, **kwargs):
-    grid = FakeGrid(nodes, delay_seed=delay_seed)
-    result = strategy.start(
-        grid, initial_arrays(), num_rounds=num_rounds, timeout=5, train_config=TRAIN, **kwargs
-    )
-    return result, grid
-
-
-def model(result):
-    return result.arrays.to_numpy_ndarrays()
-
-
-def history(result):
-    """Everything recorded per update except wall time."""
-    return [
-        {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
-        for _, r in sorted(result.train_metrics_clientapp.items())
-    ]
 
 
 def test_asgd_runs_out_of_order_with_staleness_and_reaches_the_budget():
@@ -153,98 +133,6 @@ def test_auto_learning_rates_resolve_with_the_number_of_nodes():
     assert ASGD(lr=0.5).aggregator.lr == 0.5
 
 
-def test_faults_are_counted_and_the_model_stays_finite():
-    modes = {1: "fail", 2: "nan", 3: "wrong_shape", 4: "silent"}
-    nodes = quadratic_fleet(6, seed=8, modes=modes)
-    grid = FakeGrid(nodes)
-    strategy = ASGD(clock=VirtualClock(seed=1), min_nodes=6)
-    result = strategy.start(grid, initial_arrays(), num_rounds=2, timeout=0.5, train_config=TRAIN)
-    assert all(np.isfinite(a).all() for a in model(result))
-    assert result.faults.get("error", 0) >= 1
-    assert result.faults.get("timeout", 0) >= 1
-    assert result.rejected.get("non-finite", 0) >= 1
-    assert result.rejected.get("bad-shape", 0) >= 1
-    assert result.num_updates == 12  # the good nodes fill the budget
-    # failed nodes got work again after the model moved on
-    assert nodes[[k for k, n in nodes.items() if n.partition_id == 1][0]].trained == 0
-    assert sum(1 for n, kind in grid.log if kind == "train" and nodes[n].mode == "fail") > 1
-
-
-def test_a_node_that_leaves_is_dropped_and_one_that_returns_gets_work():
-    nodes = quadratic_fleet(4, seed=9)
-    grid = FakeGrid(nodes)
-    strategy = GSGM(clock=VirtualClock(seed=1), min_nodes=4, refresh_interval=0.0)
-    calls = {"n": 0}
-    leaving = sorted(nodes)[0]
-    handler = grid.handlers[leaving]
-
-    def evaluate(step, arrays):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            del grid.handlers[leaving]  # the node disappears from the grid
-        if calls["n"] == 4:
-            grid.handlers[leaving] = handler  # and comes back
-        return MetricRecord({"accuracy": float(step)})
-
-    result = strategy.start(grid, initial_arrays(), num_rounds=6, timeout=2,
-                            train_config=TRAIN, evaluate_fn=evaluate)  # fmt: skip
-    assert result.faults.get("node-left", 0) == 1
-    assert all(np.isfinite(a).all() for a in model(result))
-    assert result.stopped_by == "budget"
-
-
-def test_standard_clientapps_without_query_handler_still_work():
-    nodes = quadratic_fleet(3, seed=10, modes={0: "no_query", 1: "no_query", 2: "no_query"})
-    for node in nodes.values():
-        node.mode = "no_query"
-    result, grid = run(FedAsync(clock=VirtualClock(seed=0), min_nodes=3), nodes, num_rounds=2)
-    assert result.num_updates == 6 and result.faults == {}
-    # without a partition-id, a node's own id keys its state
-    assert {r["stable-id"] for r in result.train_metrics_clientapp.values()} <= set(nodes)
-    # one node was asked; its answer (Flower's "no query function") spared the others
-    assert sum(1 for _, kind in grid.log if kind == "query") == 1
-
-
-def test_an_app_without_query_handler_costs_one_query_and_one_line(caplog):
-    nodes = quadratic_fleet(4, seed=10, modes=dict.fromkeys(range(4), "no_query"))
-    with caplog.at_level("INFO", logger="flwr"):
-        run(ASGD(clock=VirtualClock(seed=0), min_nodes=4), nodes, num_rounds=1)
-    said = [r.getMessage() for r in caplog.records if "query" in r.getMessage()]
-    assert len(said) == 1 and "no query handler" in said[0]
-    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
-
-
-def test_identify_nodes_false_sends_no_query():
-    nodes = quadratic_fleet(2, seed=10)
-    _, grid = run(ASGD(clock=VirtualClock(seed=0), min_nodes=2, identify_nodes=False), nodes,
-                  num_rounds=1)  # fmt: skip
-    assert not [kind for _, kind in grid.log if kind == "query"]
-
-
-def test_real_time_mode_applies_in_arrival_order():
-    nodes = quadratic_fleet(3, seed=11)
-    result, _ = run(ASGD(min_nodes=3), nodes, num_rounds=3)
-    assert result.num_updates == 9
-    assert result.virtual_time == 0.0
-
-
-def test_evaluation_every_n_steps_and_at_the_end_and_target_accuracy():
-    nodes = quadratic_fleet(4, seed=12)
-    steps = []
-
-    def evaluate(step, arrays):
-        steps.append(step)
-        return MetricRecord({"accuracy": step / 10})
-
-    result, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=4, eval_every=3), nodes,
-                    num_rounds=5, evaluate_fn=evaluate, target_accuracy=0.6)  # fmt: skip
-    assert steps[0] == 0 and steps[1] == 3
-    assert result.stopped_by == "target-accuracy"
-    assert max(result.evaluate_metrics_serverapp) == 6
-    record = result.evaluate_metrics_serverapp[3]
-    assert {"accuracy", "virtual-time", "wall-time", "num-updates"} <= set(record)
-
-
 def test_odsgd_compensates_and_runs_one_step_ahead():
     nodes = quadratic_fleet(4, seed=13)
     strategy = ODSGD(clock=VirtualClock(seed=3, sigma=1.0), min_nodes=4)
@@ -283,25 +171,6 @@ def test_asp_moves_a_persistently_slow_node_out_of_the_group():
     for r in result.train_metrics_clientapp.values():
         counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
     assert counts.get(0, 0) < min(counts[k] for k in (1, 2, 3, 4))
-
-
-@pytest.mark.parametrize("preset", [GSGM, ODSGD])  # ODSGD: tasks with their own bases
-def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path, preset):
-    def make(directory=None):
-        every = 2 if directory else None
-        clock = VirtualClock(seed=5)
-        return preset(
-            clock=clock, min_nodes=4, seed=3, checkpoint_dir=directory, checkpoint_every=every
-        )
-
-    full, _ = run(make(), quadratic_fleet(4, seed=15), num_rounds=5)
-    first, _ = run(make(tmp_path), quadratic_fleet(4, seed=15), num_rounds=5, max_updates=9)
-    assert first.num_updates == 9
-    resumed, _ = run(make(tmp_path), quadratic_fleet(4, seed=15), num_rounds=5)
-    assert resumed.num_updates == full.num_updates == 20
-    for a, b in zip(model(full), model(resumed), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert history(full) == history(resumed)
 
 
 def test_bad_strategy_arguments_are_named():
@@ -355,14 +224,6 @@ def test_pseudo_gradient_replies_equal_trained_weight_replies():
     np.testing.assert_allclose(model(pseudo)[0], model(weights)[0], rtol=1e-5, atol=1e-6)
 
 
-def test_federated_evaluation_at_the_end():
-    strategy = FedBuff(clock=VirtualClock(seed=0), min_nodes=3, federated_evaluation=True)
-    result, grid = run(strategy, quadratic_fleet(3, seed=19), num_rounds=2)
-    (step, metrics) = next(iter(result.evaluate_metrics_clientapp.items()))
-    assert step == result.server_steps and metrics["loss"] > 0
-    assert any(kind == "evaluate" for _, kind in grid.log)
-
-
 @pytest.mark.parametrize(("preset", "sent"), [(ASGD, False), (FedAsync, True)])
 def test_the_base_goes_only_to_rules_that_read_it(preset, sent):
     nodes = quadratic_fleet(2, seed=4)
@@ -373,60 +234,3 @@ def test_the_base_goes_only_to_rules_that_read_it(preset, sent):
     floats_only = to_record(["w"], [np.zeros(5, np.float32)])  # no integer array to carry over
     strategy.start(FakeGrid(nodes), floats_only, num_rounds=1, timeout=5, train_config=TRAIN)
     assert seen == [sent, sent] and strategy.aggregator.reads_base == sent
-
-
-def step_of(step, arrays):
-    return MetricRecord({"evaluated-step": step})
-
-
-def test_the_grid_evaluates_the_model_in_force_at_equally_spaced_virtual_times():
-    nodes = quadratic_fleet(4, seed=6)
-    strategy = ASGD(clock=VirtualClock(seed=2), min_nodes=4, eval_grid=5)
-    result, _ = run(strategy, nodes, num_rounds=100, max_virtual_time=300.0, evaluate_fn=step_of)
-    grid = result.evaluate_metrics_grid
-    assert sorted(grid) == [1, 2, 3, 4, 5]
-    finishes = [r["virtual-time"] for r in result.train_metrics_clientapp.values()]
-    for index, record in grid.items():
-        at = 300.0 * index / 5
-        assert record["virtual-time"] == at
-        # the version in force: every update applied at or before that time, none after
-        assert record["server-step"] == record["evaluated-step"]
-        assert record["server-step"] == sum(1 for f in finishes if f <= at)
-
-
-def test_the_last_grid_point_is_the_budget_itself():
-    from fl_async.strategies.evaluation import grid_times
-
-    budget = 27636.41174326229  # a real SSGD budget: budget * 40 / 40 is one ulp above it
-    assert budget * 40 / 40 > budget
-    points = grid_times(40, budget)
-    assert points[-1] == (40, budget) and points[0] == (1, budget * 1 / 40)
-
-
-def test_a_grid_needs_a_clock_and_a_virtual_budget():
-    with pytest.raises(ValueError, match="eval_grid needs a clock"):
-        ASGD(eval_grid=4)
-    strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=2, eval_grid=4)
-    with pytest.raises(ValueError, match="eval_grid needs start\\(max_virtual_time"):
-        run(strategy, quadratic_fleet(2), num_rounds=1)
-
-
-def test_a_resumed_run_keeps_its_grid(tmp_path):
-    def make(directory=None):
-        every = 3 if directory else None
-        return GSGM(clock=VirtualClock(seed=5), min_nodes=4, seed=3, eval_grid=6,
-                    checkpoint_dir=directory, checkpoint_every=every)  # fmt: skip
-
-    full, _ = run(make(), quadratic_fleet(4, seed=12), num_rounds=50, max_virtual_time=1500.0,
-                  evaluate_fn=step_of)  # fmt: skip
-    nodes = quadratic_fleet(4, seed=12)
-    first, _ = run(make(tmp_path), nodes, num_rounds=50, max_virtual_time=1500.0,
-                   max_updates=6, evaluate_fn=step_of)  # fmt: skip
-    assert 0 < len(first.evaluate_metrics_grid) < 6  # stopped part way through the grid
-    strategy = make(tmp_path)  # the same directory: it resumes
-    resumed, _ = run(strategy, nodes, num_rounds=50, max_virtual_time=1500.0, evaluate_fn=step_of)
-    clean = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
-             for k, r in resumed.evaluate_metrics_grid.items()}  # fmt: skip
-    expected = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
-                for k, r in full.evaluate_metrics_grid.items()}  # fmt: skip
-    assert clean == expected
