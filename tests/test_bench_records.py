@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_bench import SUITE, FakeLaunch, old, run, spec, ssgd, write_runs
+from bench_fakes import SUITE, FakeLaunch, old, run, spec, ssgd, write_runs
 
 from fl_async.bench.blocks import find_blocks, generate, repository_root
 from fl_async.bench.commands import run_tables

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bench import FakeLaunch, parse, run, spec
+from bench_fakes import FakeLaunch, parse, run, spec
 
 from fl_async.bench.commands import write_choice
 from fl_async.bench.export import export_suite
