@@ -9,6 +9,7 @@ from pathlib import Path
 from fl_async.bench.cli import add_arguments
 from fl_async.bench.runner import SuiteSpec, run_dir
 from fl_async.bench.scenarios import SCENARIOS
+from fl_async.cli import main as fl_async_main
 
 
 def _history(evaluations: list, *, steps: int, end: float, staleness: int = 0) -> dict:
@@ -111,3 +112,18 @@ def parse(*argv: str):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return parser.parse_args(list(argv))
+
+
+def bench(*argv: str) -> int:
+    """``fl-async bench ARGV``'s exit code."""
+    return fl_async_main(["bench", *argv])
+
+
+def hand_made_suite(out: Path) -> Path:
+    """``SUITE`` (one run made before the grid) as a suite folder with a suite.json."""
+    write_runs(out, SUITE)
+    latest = spec(scenario=spec().scenario, grid=4).as_json()
+    latest["run-config"] = {"data-root": "/home/someone/data", "local-epochs": 1}
+    call = {"at": "2026-11-23T03:57:00+0000", "argv": ["/x/.venv/bin/fl-async", "bench"], **latest}
+    (out / "suite.json").write_text(json.dumps({"calls": [call], "latest": latest}))
+    return out
