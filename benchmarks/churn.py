@@ -36,7 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the deployment helpers the deployment tests use
 
-from flower_processes import FlowerDeployment, FlowerProcess, FlowerProcessError  # noqa: E402
+from flower_deployment import FlowerDeployment  # noqa: E402
+from flower_processes import FlowerProcess, FlowerProcessError  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "measured"
 MIB = 1024 * 1024

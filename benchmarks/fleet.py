@@ -37,7 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the deployment helpers the deployment tests use
 
-from flower_processes import FlowerDeployment, FlowerProcessError  # noqa: E402
+from flower_deployment import FlowerDeployment  # noqa: E402
+from flower_processes import FlowerProcessError  # noqa: E402
 
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG  # noqa: E402
 from fl_async.plotting import accuracy_axes, new_figure, save_figure  # noqa: E402

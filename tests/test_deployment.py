@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from flower_processes import FlowerDeployment, read_json, wait_until
+from flower_deployment import FlowerDeployment
+from flower_processes import read_json, wait_until
 
 APP = Path(__file__).parent / "deploy_app"
 NUM_NODES = 3

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flower_processes import FlowerDeployment, read_json, wait_until
+from flower_deployment import FlowerDeployment
+from flower_processes import read_json, wait_until
 
 from fl_async.strategies.checkpoint import Checkpointer
 

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from flower_processes import FlowerDeployment, TLSFiles
+from flower_deployment import FlowerDeployment, TLSFiles
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "deploy_app"
