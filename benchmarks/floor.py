@@ -41,7 +41,7 @@ from typing import Any
 
 from floor_replay import replay
 from process_usage import process_tree
-from scale import provenance
+from scale import git_commit, provenance
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = {
@@ -267,11 +267,6 @@ def _gpu() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
 
 
-def _commit_of(checkout: Path) -> str:
-    git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
-    return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS))
@@ -288,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"benchmark": "floor", **provenance(), "label": args.label,
                               "cores": os.cpu_count(), "gpu": _gpu(), "workloads": {}}  # fmt: skip
     if args.baseline is not None:
-        result["baseline-commit"] = _commit_of(args.baseline)
+        result["baseline-commit"] = git_commit(args.baseline)
     for workload in args.workload or ["main", "asgd"]:
         result["workloads"][workload] = _workload(workload, args)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -72,17 +72,20 @@ def provenance() -> dict[str, str]:
     """The commit of the code measured and the versions of what it ran on."""
     # FL_ASYNC_COMMIT names the commit of a tree copied to another machine, where git would
     # answer for whatever .git it finds there (or for none).
-    commit = os.environ.get("FL_ASYNC_COMMIT") or _git_commit()
+    commit = os.environ.get("FL_ASYNC_COMMIT")
+    if not commit:
+        try:
+            commit = git_commit(HERE)
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("flwr", "torch", "numpy"))
     return {"commit": commit, "versions": versions}
 
 
-def _git_commit() -> str:
-    try:
-        git = ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"]
-        return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def git_commit(checkout: Path) -> str:
+    """The short commit of ``checkout``'s HEAD; ``CalledProcessError`` outside a git checkout."""
+    git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
+    return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def bundle(out: Path, files: list[Path]) -> None:
