@@ -152,8 +152,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self.checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1,
                                           allow_none=True)  # fmt: skip
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        self.task_config = dict(task_config or {})
-        self.federated_evaluation = federated_evaluation
+        self.task_config, self.federated_evaluation = dict(task_config or {}), federated_evaluation
         self.seed = check_int("seed", seed, minimum=0)
         self.poll_interval = check_number("poll_interval", poll_interval, minimum=0, min_open=True)
         self.refresh_interval = check_number("refresh_interval", refresh_interval, minimum=0)
