@@ -23,6 +23,25 @@ NUM_UPDATES = 18  # leaves the run well past the killed task's TTL
 KILL_AFTER_STEP = 3
 
 
+def check_survived(result: dict | None, killed_at: float, context: str) -> float:
+    """The run finished by its budget with a finite, trained model, the killed node's task
+    given up as a fault within about one task timeout (its TTL); how long after the kill."""
+    assert result is not None and "error" not in result, context
+    assert result["stopped-by"] in ("budget", "max-wall-time"), context
+    assert result["finite"], context
+    assert result["final-loss"] < result["initial-loss"], context
+    assert result["num-updates"] > KILL_AFTER_STEP, context
+    assert result["faults"].keys() <= {"timeout", "lost", "node-left", "error"}, context
+    victim_faults = [
+        f["time"] - killed_at
+        for f in result["fault-log"]
+        if f"(stable id {NUM_NODES - 1})" in f["message"]
+    ]
+    assert victim_faults, context
+    assert 0 < victim_faults[0] < TIMEOUT + 15, context
+    return victim_faults[0]
+
+
 @pytest.mark.slow
 def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
     result_path, progress_path = tmp_path / "result.json", tmp_path / "progress.json"
@@ -32,18 +51,10 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
         for partition in range(NUM_NODES):
             deployment.start_supernode(partition, NUM_NODES)
         deployment.wait_for_nodes(NUM_NODES)
-        run = deployment.start_run(
-            APP,
-            {
-                "strategy": "asgd",
-                "min-nodes": NUM_NODES,
-                "num-updates": NUM_UPDATES,
-                "timeout": TIMEOUT,
-                "max-wall-time": 100.0,
-                "result-path": str(result_path),
-                "progress-path": str(progress_path),
-            },
-        )
+        run_config = {"strategy": "asgd", "min-nodes": NUM_NODES, "num-updates": NUM_UPDATES,
+                      "timeout": TIMEOUT, "max-wall-time": 100.0, "result-path": str(result_path),
+                      "progress-path": str(progress_path)}  # fmt: skip
+        run = deployment.start_run(APP, run_config)
         wait_until(
             lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
             timeout=90,
@@ -61,25 +72,12 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
         context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
         # `flwr run` exits 0 even when the ServerApp raises: check its status and our file.
         assert status == 0, context
-        assert result is not None and "error" not in result, context
         runs = deployment.runs_status()
         assert [r["status"] for r in runs] == ["finished:completed"], runs
-        assert result["stopped-by"] in ("budget", "max-wall-time"), context
-        assert result["finite"], context
-        assert result["final-loss"] < result["initial-loss"], context
-        assert result["num-updates"] > KILL_AFTER_STEP, context
-        assert result["faults"].keys() <= {"timeout", "lost", "node-left", "error"}, context
-        # The killed node's task is given up within about one task timeout (its TTL).
-        victim_faults = [
-            f["time"] - killed_at
-            for f in result["fault-log"]
-            if f"(stable id {NUM_NODES - 1})" in f["message"]
-        ]
-        assert victim_faults, context
-        assert 0 < victim_faults[0] < TIMEOUT + 15, context
+        dropped_after = check_survived(result, killed_at, context)
         print(
             f"\nkilled a SuperNode at {killed_at - result['started']:.1f} s; its task dropped "
-            f"{victim_faults[0]:.1f} s later; faults {result['faults']}; "
+            f"{dropped_after:.1f} s later; faults {result['faults']}; "
             f"{result['num-updates']} updates in {result['wall-time']:.1f} s "
             f"({result['stopped-by']})"
         )

@@ -29,7 +29,9 @@ import os
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,6 +80,141 @@ def orphan_reaper():
     libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
+@dataclass
+class Crash:
+    """What the SuperLink's crash left: its children, the crashed ServerApp, the last
+    checkpoint before it and the crashed run's last step."""
+
+    server_apps: set[tuple[int, int]]
+    crashed_step: int | None
+    saved: Any
+    in_flight: list[tuple[int, int]]
+    killed_at: float
+
+
+def crash_superlink(
+    deployment: FlowerDeployment,
+    run_config: dict[str, Any],
+    tmp_path: Path,
+    superexec: str,
+    children: set[tuple[int, int]],
+) -> Crash:
+    """Start the run, SIGKILL the SuperLink alone once a checkpoint is written, wait for the run
+    to fail; ``children`` receives the SuperLink's children (for the clean-up)."""
+    checkpointer = Checkpointer(Path(run_config["checkpoint-dir"]), None)
+    crashed = deployment.start_run(
+        APP,
+        {**run_config, "result-path": str(tmp_path / "crashed.json"),
+         "progress-path": str(tmp_path / "crashed-progress.json")},
+    )  # fmt: skip
+    wait_until(
+        checkpointer.path.exists,
+        timeout=90,
+        what=f"a checkpoint at {checkpointer.path}",
+        alive=crashed,
+        context=deployment.logs,
+        interval=0.1,
+    )
+
+    # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
+    # the ServerApp watches the SuperExec's and is told to stop, maybe not soon (the module's
+    # docstring); `flwr run --stream` loses its connection.
+    killed_at = time.monotonic()
+    children.update(deployment.kill_superlink())
+    server_apps = {p for p in children if "flwr-serverapp" in command(p[0])}
+    assert server_apps, f"no ServerApp among {[command(p) for p, _ in children]}"
+    others = {pid for pid, _ in children - server_apps}
+    assert deployment.wait_gone(children - server_apps, timeout=15) == [], deployment.logs()
+    if superexec == "reaped":
+        reap(others)  # the ServerApp's parent is gone for good: it stops, maybe not soon
+    assert deployment.wait_run(crashed, timeout=30) != 0, crashed.log()
+    crashed_step = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+
+    # The last checkpoint before the crash: what the resumed run starts from.
+    saved = checkpointer.load()
+    assert saved is not None
+    in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
+    assert 0 < saved.num_updates < NUM_UPDATES, saved.num_updates
+    assert in_flight, "a checkpoint of an asynchronous run holds the tasks in flight"
+    return Crash(server_apps, crashed_step, saved, in_flight, killed_at)
+
+
+def resume(
+    deployment: FlowerDeployment, run_config: dict[str, Any], tmp_path: Path
+) -> tuple[dict[str, Any], str]:
+    """The same run started again after the restart, to its end: its result and the context
+    to show if a check fails."""
+    result_path = tmp_path / "resumed.json"
+    resumed = deployment.start_run(
+        APP,
+        {**run_config, "result-path": str(result_path),
+         "progress-path": str(tmp_path / "resumed-progress.json")},
+    )  # fmt: skip
+    status = deployment.wait_run(resumed, timeout=240)
+    result = read_json(result_path)
+    context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
+    assert status == 0, context
+    assert result is not None and "error" not in result, context
+    assert "Resumed from" in resumed.log(), context
+    assert result["stopped-by"] == "budget", context
+    assert result["num-updates"] == result["server-steps"] == NUM_UPDATES, context
+    assert result["finite"] and np.all(np.isfinite(result["model"])), context
+    assert result["final-loss"] < result["initial-loss"], context
+    return result, context
+
+
+def check_each_update_once(updates: list[dict[str, Any]], crash: Crash, context: str) -> None:
+    """Server steps 1..N without a gap or a repeat (ASGD steps once per accepted update), each
+    (node, task) and (node, base version) once; the checkpoint's history kept as it was, its
+    tasks in flight sent again and applied once each; both SuperNodes took part after."""
+    assert [u["index"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
+    assert [u["server-step"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
+    assert all(u["accepted"] for u in updates), context
+    tasks = Counter((u["stable-id"], u["iteration"]) for u in updates)
+    bases = Counter((u["stable-id"], u["server-step"] - u["staleness"]) for u in updates)
+    assert max(tasks.values()) == 1 and max(bases.values()) == 1, context
+    resumed_from = crash.saved.num_updates
+    kept = [{"index": i, **record} for i, record in sorted(crash.saved.train_metrics.items())]
+    assert updates[:resumed_from] == kept, context
+    after = [(u["stable-id"], u["iteration"]) for u in updates[resumed_from:]]
+    assert all(after.count(task) == 1 for task in crash.in_flight), (crash.in_flight, context)
+    assert {stable for stable, _ in after} == set(range(NUM_NODES)), context
+
+
+def check_crashed_run_stayed_down(
+    deployment: FlowerDeployment, crash: Crash, tmp_path: Path, superexec: str
+) -> dict[str, Any]:
+    """The crashed run's ServerApp never trained again: it reported its run failed and left
+    (alive at the restart: stopped by the lease). Its result."""
+    assert deployment.wait_gone(crash.server_apps, timeout=60) == [], deployment.logs()
+    after_crash = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+    assert after_crash == crash.crashed_step, (crash.crashed_step, after_crash)
+    crashed_result = read_json(tmp_path / "crashed.json") or {}
+    if superexec == "zombie":
+        assert "RunSuperseded" in crashed_result.get("error", ""), crashed_result
+    return crashed_result
+
+
+def report(
+    crash: Crash,
+    crashed: dict[str, Any],
+    result: dict[str, Any],
+    superexec: str,
+    started: float,
+    restarted_at: float,
+) -> str:
+    """The line the test prints: when the crash came, what the crashed run reported, how
+    long the restart and the resumed run took."""
+    return (
+        f"\ncrash at {crash.killed_at - started:.1f} s (checkpoint at step "
+        f"{crash.saved.num_updates}, crashed run at step {crash.crashed_step}, "
+        f"{len(crash.in_flight)} task(s) in flight; SuperExec {superexec}: "
+        f"{crashed.get('error', 'no error reported')[:60]}); restarted in "
+        f"{restarted_at - crash.killed_at:.1f} s; resumed run finished "
+        f"{time.monotonic() - restarted_at:.1f} s later with {result['num-updates']} updates"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
 @pytest.mark.parametrize("superexec", ["reaped", "zombie"])
@@ -85,7 +222,6 @@ def test_run_resumes_after_a_superlink_restart(
     tmp_path: Path, orphan_reaper: None, superexec: str
 ) -> None:
     checkpoint_dir = tmp_path / "checkpoint"
-    checkpointer = Checkpointer(checkpoint_dir, None)
     deployment = FlowerDeployment(tmp_path / "flower", database=tmp_path / "superlink.db")
     run_config = {
         "strategy": "asgd",
@@ -97,47 +233,13 @@ def test_run_resumes_after_a_superlink_restart(
         "checkpoint-every": CHECKPOINT_EVERY,
     }
     started = time.monotonic()
+    children: set[tuple[int, int]] = set()
     try:
         deployment.start_superlink()
         for partition in range(NUM_NODES):
             deployment.start_supernode(partition, NUM_NODES)
         deployment.wait_for_nodes(NUM_NODES)
-        crashed = deployment.start_run(
-            APP,
-            {**run_config, "result-path": str(tmp_path / "crashed.json"),
-             "progress-path": str(tmp_path / "crashed-progress.json")},
-        )  # fmt: skip
-        wait_until(
-            checkpointer.path.exists,
-            timeout=90,
-            what=f"a checkpoint at {checkpointer.path}",
-            alive=crashed,
-            context=deployment.logs,
-            interval=0.1,
-        )
-
-        # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
-        # the ServerApp watches the SuperExec's and stops training (it reports its run as failed
-        # once a SuperLink answers again); `flwr run --stream` loses its connection.
-        killed_at = time.monotonic()
-        children = deployment.kill_superlink()
-        server_apps = {p for p in children if "flwr-serverapp" in command(p[0])}
-        assert server_apps, f"no ServerApp among {[command(p) for p, _ in children]}"
-        others = {pid for pid, _ in children - server_apps}
-        assert deployment.wait_gone(children - server_apps, timeout=15) == [], deployment.logs()
-        if superexec == "reaped":
-            reap(others)  # the ServerApp's parent is gone for good: it stops, maybe not soon
-        assert deployment.wait_run(crashed, timeout=30) != 0, crashed.log()
-        crashed_step = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
-
-        # The last checkpoint before the crash: what the resumed run starts from.
-        saved = checkpointer.load()
-        assert saved is not None
-        resumed_from = saved.num_updates
-        in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
-        assert 0 < resumed_from < NUM_UPDATES, resumed_from
-        assert in_flight, "a checkpoint of an asynchronous run holds the tasks in flight"
-
+        crash = crash_superlink(deployment, run_config, tmp_path, superexec, children)
         # The ServerApp may still be alive (a zombie parent, or its main thread not yet back from
         # Flower's retries). The resumed run claims the directory as it starts; claiming it first
         # makes the order certain: the crashed run must stop at its first reply from the
@@ -148,65 +250,21 @@ def test_run_resumes_after_a_superlink_restart(
         deployment.start_superlink(restart=True)
         restarted_at = time.monotonic()
         deployment.wait_for_nodes(NUM_NODES)
-        result_path = tmp_path / "resumed.json"
-        resumed = deployment.start_run(
-            APP,
-            {**run_config, "result-path": str(result_path),
-             "progress-path": str(tmp_path / "resumed-progress.json")},
-        )  # fmt: skip
-        status = deployment.wait_run(resumed, timeout=240)
-        result = read_json(result_path)
-        context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
-        assert status == 0, context
-        assert result is not None and "error" not in result, context
-        assert "Resumed from" in resumed.log(), context
-        assert result["stopped-by"] == "budget", context
-        assert result["num-updates"] == result["server-steps"] == NUM_UPDATES, context
-        assert result["finite"] and np.all(np.isfinite(result["model"])), context
-        assert result["final-loss"] < result["initial-loss"], context
-
-        # Each update once: server steps 1..N without a gap or a repeat (ASGD steps once per
-        # accepted update), each (node, task) and (node, base version) once.
-        updates = result["updates"]
-        assert [u["index"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
-        assert [u["server-step"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
-        assert all(u["accepted"] for u in updates), context
-        tasks = Counter((u["stable-id"], u["iteration"]) for u in updates)
-        bases = Counter((u["stable-id"], u["server-step"] - u["staleness"]) for u in updates)
-        assert max(tasks.values()) == 1 and max(bases.values()) == 1, context
-        # The checkpoint's history is kept as it was; its tasks in flight were sent again and
-        # applied once each; both SuperNodes took part after the restart.
-        kept = [{"index": index, **record} for index, record in sorted(saved.train_metrics.items())]
-        assert updates[:resumed_from] == kept, context
-        after = [(u["stable-id"], u["iteration"]) for u in updates[resumed_from:]]
-        assert all(after.count(task) == 1 for task in in_flight), (in_flight, context)
-        assert {stable for stable, _ in after} == set(range(NUM_NODES)), context
-
-        # The crashed run's ServerApp never trained again: it reported its run failed and left
-        # (alive at the restart: stopped by the lease, the resumed run's checkpoint untouched).
-        assert deployment.wait_gone(server_apps, timeout=60) == [], deployment.logs()
-        after_crash = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
-        assert after_crash == crashed_step, (crashed_step, after_crash)
-        crashed_result = read_json(tmp_path / "crashed.json") or {}
-        if superexec == "zombie":
-            assert "RunSuperseded" in crashed_result.get("error", ""), crashed_result
-        final = checkpointer.load()
+        result, context = resume(deployment, run_config, tmp_path)
+        check_each_update_once(result["updates"], crash, context)
+        crashed_result = check_crashed_run_stayed_down(deployment, crash, tmp_path, superexec)
+        final = Checkpointer(checkpoint_dir, None).load()
         assert final is not None and final.num_updates == NUM_UPDATES
-        assert [{"index": i, **r} for i, r in sorted(final.train_metrics.items())] == updates
+        records = [{"index": i, **r} for i, r in sorted(final.train_metrics.items())]
+        assert records == result["updates"]
         runs = {r["status"] for r in deployment.runs_status()}
         assert runs == {"finished:failed", "finished:completed"}, deployment.runs_status()
         assert all(proc.running() for proc in deployment.supernodes.values())
-        print(
-            f"\ncrash at {killed_at - started:.1f} s (checkpoint at step {resumed_from}, "
-            f"crashed run at step {crashed_step}, {len(in_flight)} task(s) in flight; SuperExec "
-            f"{superexec}: {crashed_result.get('error', 'no error reported')[:60]}); "
-            f"restarted in {restarted_at - killed_at:.1f} s; resumed run finished "
-            f"{time.monotonic() - restarted_at:.1f} s later with {result['num-updates']} updates"
-        )
+        print(report(crash, crashed_result, result, superexec, started, restarted_at))
     finally:
         stopping = time.monotonic()
         deployment.stop_all()
-        reap({pid for pid, _ in children} if "children" in locals() else set())
+        reap({pid for pid, _ in children})
         print(f"stopped every process in {time.monotonic() - stopping:.1f} s; "
               f"total {time.monotonic() - started:.1f} s")  # fmt: skip
     assert deployment.leftovers() == [], "processes left running"

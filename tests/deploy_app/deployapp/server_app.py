@@ -79,14 +79,7 @@ def main(grid: Grid, context: Context) -> None:
         return MetricRecord({"loss": value})
 
     try:
-        checkpoint_dir = str(cfg.get("checkpoint-dir", "")) or None
-        checkpoint_every = int(cfg.get("checkpoint-every", 0)) or None
-        strategy = STRATEGIES[str(cfg["strategy"])](
-            min_nodes=int(cfg["min-nodes"]),
-            eval_every=1,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every if checkpoint_dir else None,
-        )
+        strategy = _strategy(cfg)
         initial = ArrayRecord([np.zeros(DIM, np.float32)])
         result = strategy.start(
             grid,
@@ -110,27 +103,43 @@ def main(grid: Grid, context: Context) -> None:
         raise
     finally:
         logging.getLogger("flwr").removeHandler(fault_log)
-    arrays = result.arrays.to_numpy_ndarrays()
-    _write_json(
-        result_path,
-        {
-            "strategy": type(strategy).__name__,
-            "finite": bool(all(np.all(np.isfinite(a)) for a in arrays)),
-            "final-loss": loss(arrays[0], num_partitions),
-            "initial-loss": loss(np.zeros(DIM, np.float32), num_partitions),
-            "model": [float(x) for x in arrays[0]],
-            "num-updates": result.num_updates,
-            "server-steps": result.server_steps,
-            "faults": result.faults,
-            "rejected": result.rejected,
-            "stopped-by": result.stopped_by,
-            "wall-time": result.wall_time,
-            "replies": len(result.train_metrics_clientapp),
-            "updates": [
-                {"index": index, **dict(record)}
-                for index, record in sorted(result.train_metrics_clientapp.items())
-            ],
-            "started": started,
-            "fault-log": fault_log.faults,
-        },
+    _write_json(result_path, _summary(strategy, result, num_partitions, started, fault_log))
+
+
+def _strategy(cfg: dict[str, Any]) -> Any:
+    """The run config's strategy, evaluating every step, checkpointing where asked."""
+    checkpoint_dir = str(cfg.get("checkpoint-dir", "")) or None
+    checkpoint_every = int(cfg.get("checkpoint-every", 0)) or None
+    return STRATEGIES[str(cfg["strategy"])](
+        min_nodes=int(cfg["min-nodes"]),
+        eval_every=1,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every if checkpoint_dir else None,
     )
+
+
+def _summary(
+    strategy: Any, result: Any, num_partitions: int, started: float, fault_log: _FaultLog
+) -> dict[str, Any]:
+    """What the tests read of a finished run."""
+    arrays = result.arrays.to_numpy_ndarrays()
+    return {
+        "strategy": type(strategy).__name__,
+        "finite": bool(all(np.all(np.isfinite(a)) for a in arrays)),
+        "final-loss": loss(arrays[0], num_partitions),
+        "initial-loss": loss(np.zeros(DIM, np.float32), num_partitions),
+        "model": [float(x) for x in arrays[0]],
+        "num-updates": result.num_updates,
+        "server-steps": result.server_steps,
+        "faults": result.faults,
+        "rejected": result.rejected,
+        "stopped-by": result.stopped_by,
+        "wall-time": result.wall_time,
+        "replies": len(result.train_metrics_clientapp),
+        "updates": [
+            {"index": index, **dict(record)}
+            for index, record in sorted(result.train_metrics_clientapp.items())
+        ],
+        "started": started,
+        "fault-log": fault_log.faults,
+    }
