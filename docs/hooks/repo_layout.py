@@ -3,9 +3,10 @@
 The pages are the README (the home page), every Markdown file under docs/, the benchmark reports
 in benchmarks/ and the examples' READMEs, each at its path in the repository
 (``docs/running.md``, ``benchmarks/PERFORMANCE.md``); the examples' other files (scripts, a
-``pyproject.toml``) are copied beside them. A link such as ``../benchmarks/PERFORMANCE.md`` from
-``docs/algorithms.md`` then resolves in the site exactly as it does in the repository, and one
-that resolves in neither fails ``mkdocs build --strict``.
+``pyproject.toml``) and the sweep grids (``benchmarks/sweeps/``) are copied as they are. A link
+such as ``../benchmarks/PERFORMANCE.md`` from ``docs/algorithms.md`` then resolves in the site
+exactly as it does in the repository, and one that resolves in neither fails
+``mkdocs build --strict``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the site holds, as git pathspecs relative to the repository root.
-SITE_PATHS = ("README.md", "docs", "benchmarks/*.md", "examples")
+SITE_PATHS = ("README.md", "docs", "benchmarks/*.md", "benchmarks/sweeps", "examples")
 HOOKS_DIR = "docs/hooks/"  # this hook's folder: build code, not content
 
 
