@@ -54,7 +54,7 @@ def measure(work: Callable[[], Any]) -> tuple[float, float, Any]:
 
 
 def server_part(spec: DataSpec, nodes: int) -> tuple[Any, list[np.ndarray]]:
-    """The ServerApp's data and split, as ``server_app.run`` makes them."""
+    """The ServerApp's data and split, as ``server_run.run`` makes them."""
     node_data._synthetic_server_data.cache_clear()
     data = node_data.load_run_data(spec, nodes)
     parts = spec.split(data.labels, nodes, owners=data.owners)

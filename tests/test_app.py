@@ -13,7 +13,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.common.config import flatten_dict, get_project_config
 
 from fl_async import config as schema
-from fl_async.app import results, server_app
+from fl_async.app import results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients import client_app as handlers
@@ -91,7 +91,7 @@ def test_the_schema_holds_the_names_the_server_packages_define():
 def test_every_preset_builds_from_the_defaults():
     for name in PRESETS:
         config = parse_run_config({"strategy": name})
-        strategy = server_app.build_strategy(config, clock=None)
+        strategy = server_run.build_strategy(config, clock=None)
         assert isinstance(strategy, PRESETS[name])
         assert strategy.min_nodes == config.num_nodes == 20
 
@@ -101,7 +101,7 @@ def test_hyperparameters_reach_the_preset():
     assert config.hyperparameters["buffer_size"] == 5
     assert config.hyperparameters["lr"] == 2.0  # TOML's 2 for a float
     assert "staleness" not in config.hyperparameters  # "default": the preset's own
-    strategy = server_app.build_strategy(config, clock=None)
+    strategy = server_run.build_strategy(config, clock=None)
     assert isinstance(strategy, FedBuff) and strategy.aggregator.buffer_size == 5
     gsgm = parse_run_config({"gsgm.lr": 0.01, "gsgm.max-staleness": 4})
     assert gsgm.hyperparameters["lr"] == 0.01 and gsgm.hyperparameters["max_staleness"] == 4
@@ -150,7 +150,7 @@ def test_values_are_typed_and_names_normalised():
 def test_bad_hyperparameters_and_unknown_datasets_are_named():
     config = parse_run_config({"gsgm.momentum": 1.5})
     with pytest.raises(ValueError, match="strategy 'gsgm': momentum"):
-        server_app.build_strategy(config, clock=None)
+        server_run.build_strategy(config, clock=None)
     with pytest.raises(ValueError, match="unknown dataset 'emnist'; choose one of: mnist"):
         load_node_data({"partition-id": 0, "num-partitions": 2}, {"dataset": "emnist"})
 
@@ -287,7 +287,7 @@ def run_in_memory(tmp_path, name, num_nodes=4, **overrides):
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
-    output = server_app.run(grid, parse_run_config(run_config))
+    output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / results.HISTORY).read_text()), output
 
 

@@ -8,7 +8,7 @@ import pytest
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fl_async.app import launch, server_app
+from fl_async.app import launch, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.app.results import ACCURACY_PLOT, HISTORY, STALENESS_PLOT
@@ -53,7 +53,7 @@ def run_in_process(output: Path) -> dict:
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
-        server_app.run(grid, parse_run_config(overrides))
+        server_run.run(grid, parse_run_config(overrides))
 
     run_simulation(
         server,

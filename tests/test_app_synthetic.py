@@ -11,7 +11,7 @@ from flwr.app import Context, RecordDict
 from simapps import run_app
 
 from fl_async import config as schema
-from fl_async.app import preflight, results, server_app
+from fl_async.app import preflight, results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients.node_data import load_node_data, load_run_data, synthetic_of
@@ -111,7 +111,7 @@ def test_server_and_nodes_train_logreg_on_synthetic_in_memory(tmp_path):
 
     with task_identity():
         grid = FakeGrid({100 + k: node(k) for k in range(nodes)}, delay_seed=1)
-        output = server_app.run(grid, parse_run_config(run_config))
+        output = server_run.run(grid, parse_run_config(run_config))
     history = json.loads((output / results.HISTORY).read_text())
     spec = Synthetic(devices=nodes)
     assert history["dataset"] == {

@@ -17,6 +17,7 @@ SERVER_CODE = (
     "fl_async.bench",
     "fl_async.app.config",
     "fl_async.app.server_app",
+    "fl_async.app.server_run",
     "fl_async.app.launch",
     "fl_async.app.preflight",
     "fl_async.app.results",
@@ -50,11 +51,24 @@ def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
 
 
 def test_the_client_app_imports_no_server_code_and_no_optional_package():
-    loaded, added = modules_after("import flwr.clientapp", "fl_async.app.client_app")
-    assert "fl_async.app.client_app" in loaded
+    # The handlers too, which the ClientApp imports on its first message
+    target = "fl_async.app.client_app, fl_async.clients.client_app"
+    loaded, added = modules_after("import flwr.clientapp", target)
+    assert {"fl_async.app.client_app", "fl_async.clients.client_app", "torch"} <= loaded
     assert under(loaded, SERVER_CODE) == []
     assert under(loaded, SIMULATION_EXTRA) == []
     assert under(added, FLOWER_SERVER) == []
+
+
+def test_loading_the_apps_imports_no_torch_until_they_run():
+    """Flower's simulation loads the ServerApp and the ClientApp under one lock before it
+    starts Ray: those loads must not hold Ray's start up for torch's import (seconds)."""
+    loaded, _ = modules_after(
+        "import flwr.clientapp, flwr.serverapp", "fl_async.app.server_app, fl_async.app.client_app"
+    )
+    assert {"fl_async.app.server_app", "fl_async.app.client_app"} <= loaded
+    heavy = ("torch", "fl_async.clients", "fl_async.data", "fl_async.strategies")
+    assert under(loaded, heavy) == []
 
 
 def test_the_run_config_schema_needs_neither_torch_nor_flower():

@@ -210,13 +210,13 @@ def test_a_failed_fetch_exits_1_before_any_superlink(server, monkeypatch, tmp_pa
 def test_under_plain_flwr_run_the_server_fetches_before_its_first_task(
     server, monkeypatch, tmp_path
 ):
-    from fl_async.app import server_app
+    from fl_async.app import server_run
     from fl_async.app.config import parse_run_config
 
     publish_cifar("cifar10", server, monkeypatch, tmp_path / "upstream")
     root = tmp_path / "data"
     config = parse_run_config({"dataset": "cifar10", "data-root": str(root), "data-download": True})
-    server_app._fetch(config)
+    server_run._fetch(config)
     assert contents(root) == ["cifar-10-batches-py"] and len(server.served) == 1
-    server_app._fetch(config)  # present: nothing fetched again
+    server_run._fetch(config)  # present: nothing fetched again
     assert len(server.served) == 1

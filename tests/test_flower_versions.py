@@ -6,7 +6,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from fl_async.app import server_app
+from fl_async.app import server_run
 
 
 def test_the_declared_flower_range_admits_1_41_to_1_43():
@@ -27,6 +27,6 @@ def test_a_run_records_flowers_version_also_from_flwr_nightly(monkeypatch):
         return "1.43.0.dev20261026" if name == "flwr-nightly" else real(name)
 
     monkeypatch.setattr(metadata, "version", nightly_only)
-    versions = server_app._versions()
+    versions = server_run._versions()
     assert versions["flwr"] == "1.43.0.dev20261026"
     assert versions["fl-async"] == real("fl-async")

@@ -268,19 +268,19 @@ def test_budgets_are_whole_bytes_and_reach_the_hyperparameters(tmp_path):
 
 # ----------------------------------------------------------------------- preset and run config
 def test_preset_and_run_config_keys_reach_the_aggregator(tmp_path):
-    from fl_async.app import server_app
+    from fl_async.app import server_run
     from fl_async.app.config import parse_run_config
 
     agg = GSGMPreset(cache_memory=0, cache_dir=tmp_path).aggregator
     assert (agg.cache_memory, agg.cache_dir) == (0, str(tmp_path))
     config = parse_run_config({"strategy": "gsgm", "gsgm.cache-memory": 2000000,
                                "gsgm.cache-dir": str(tmp_path)})  # fmt: skip
-    agg = server_app.build_strategy(config, clock=None).aggregator
+    agg = server_run.build_strategy(config, clock=None).aggregator
     assert (agg.cache_memory, agg.cache_dir) == (2000000, str(tmp_path))
-    agg = server_app.build_strategy(parse_run_config({"strategy": "gsgm"}), clock=None).aggregator
+    agg = server_run.build_strategy(parse_run_config({"strategy": "gsgm"}), clock=None).aggregator
     assert (agg.cache_memory, agg.cache_dir) == (None, None)
     with pytest.raises(ValueError, match="'gsgm': cache_memory must be a finite number >= 0"):
-        server_app.build_strategy(
+        server_run.build_strategy(
             parse_run_config({"strategy": "gsgm", "gsgm.cache-memory": -5}), clock=None
         )
 

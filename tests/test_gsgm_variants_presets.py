@@ -74,20 +74,20 @@ def test_preset_buffer_schedule_dispatches_asynchronously_and_knows_n():
 
 
 def test_run_config_keys_reach_the_preset():
-    from fl_async.app import server_app
+    from fl_async.app import server_run
     from fl_async.app.config import parse_run_config
 
     config = parse_run_config(
         {"strategy": "gsgm", "gsgm.server-optimizer": "adam", "gsgm.beta1": 0.8,
          "gsgm.beta2": 0.99, "gsgm.eps": 1e-6, "gsgm.schedule": "buffer", "gsgm.slack": 1}
     )  # fmt: skip
-    agg = server_app.build_strategy(config, clock=None).aggregator
+    agg = server_run.build_strategy(config, clock=None).aggregator
     assert (agg.server_optimizer, agg.beta1, agg.beta2, agg.eps) == ("adam", 0.8, 0.99, 1e-6)
     assert (agg.schedule, agg.slack) == ("buffer", 1)
     config = parse_run_config({"strategy": "gsgm", "gsgm.momentum-rule": "cycle"})
-    assert server_app.build_strategy(config, clock=None).aggregator.momentum_rule == "cycle"
+    assert server_run.build_strategy(config, clock=None).aggregator.momentum_rule == "cycle"
     with pytest.raises(ValueError, match="'gsgm': server_optimizer must be one of 'sgd'"):
-        server_app.build_strategy(
+        server_run.build_strategy(
             parse_run_config({"strategy": "gsgm", "gsgm.server-optimizer": "nadam"}), clock=None
         )
 

@@ -122,7 +122,7 @@ def test_send_ahead_needs_a_clock_and_a_positive_count():
 
 def test_the_run_config_key_reaches_the_strategy_and_needs_the_virtual_clock():
     from fl_async.app.config import parse_run_config
-    from fl_async.app.server_app import build_strategy
+    from fl_async.app.server_run import build_strategy
 
     config = parse_run_config({"send-ahead": 3, "strategy": "asgd"})
     assert build_strategy(config, clock=VirtualClock(seed=0)).send_ahead == 3

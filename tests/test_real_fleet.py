@@ -8,7 +8,7 @@ import pytest
 from fakegrid import FakeGrid, task_identity
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
-from fl_async.app import results, server_app
+from fl_async.app import results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients import client_app as handlers
@@ -102,7 +102,7 @@ def run_fedavg(tmp_path, num_nodes=3, **overrides):
         return lambda msg: client_app(msg, ctx)
 
     grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=4)
-    output = server_app.run(grid, parse_run_config(run_config))
+    output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / results.HISTORY).read_text()), output, node_ids
 
 

@@ -2,6 +2,7 @@
 comes back, ClientApps without a query handler; and real-time mode."""
 
 import numpy as np
+import pytest
 from fakegrid import FakeGrid, initial_arrays, quadratic_fleet
 from flwr.app import MetricRecord
 from strategy_loop import (
@@ -81,6 +82,40 @@ def test_identify_nodes_false_sends_no_query():
     _, grid = run(ASGD(clock=VirtualClock(seed=0), min_nodes=2, identify_nodes=False), nodes,
                   num_rounds=1)  # fmt: skip
     assert not [kind for _, kind in grid.log if kind == "query"]
+
+
+def _query_batches(grid: FakeGrid) -> list[int]:
+    """Record how many queries each ``push_messages`` call of ``grid`` carries."""
+    batches, push = [], grid.push_messages
+
+    def counting(messages):
+        messages = list(messages)
+        queries = sum(m.metadata.message_type == "query" for m in messages)
+        if queries:
+            batches.append(queries)
+        return push(messages)
+
+    grid.push_messages = counting
+    return batches
+
+
+@pytest.mark.parametrize(("identify", "expected"), [(True, [1, 4]), ("at-once", [5])])
+def test_at_once_asks_every_node_in_one_push_and_changes_nothing_else(identify, expected):
+    grid = FakeGrid(quadratic_fleet(5, seed=12))
+    batches = _query_batches(grid)
+    strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=5, identify_nodes=identify)
+    result = strategy.start(grid, initial_arrays(), num_rounds=2, timeout=2, train_config=TRAIN)
+    assert batches == expected
+    reference, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=5),
+                       quadratic_fleet(5, seed=12), num_rounds=2)  # fmt: skip
+    assert all(np.array_equal(a, b) for a, b in zip(model(result), model(reference), strict=True))
+
+
+def test_identify_nodes_takes_only_true_false_or_at_once():
+    with pytest.raises(
+        ValueError, match=r"identify_nodes must be True, False or 'at-once', got 'yes'"
+    ):
+        ASGD(clock=VirtualClock(seed=0), identify_nodes="yes")
 
 
 def test_real_time_mode_applies_in_arrival_order():

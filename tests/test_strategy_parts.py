@@ -206,7 +206,7 @@ def test_recorder_counts_progress_and_builds_the_result():
 
 
 def test_asgd_slack_paces_it_with_gsgms_white_list() -> None:
-    from fl_async.app import server_app
+    from fl_async.app import server_run
     from fl_async.app.config import parse_run_config
     from fl_async.scheduling import Asynchronous, WhiteList
     from fl_async.strategies import ASGD
@@ -214,7 +214,7 @@ def test_asgd_slack_paces_it_with_gsgms_white_list() -> None:
     assert type(ASGD().policy) is Asynchronous
     paced = ASGD(slack=20)
     assert type(paced.policy) is WhiteList and paced.policy.staleness_bound == 20
-    built = server_app.build_strategy(
+    built = server_run.build_strategy(
         parse_run_config({"strategy": "asgd", "asgd.slack": 3}), clock=None
     )
     assert type(built.policy) is WhiteList and built.policy.staleness_bound == 3

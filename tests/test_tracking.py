@@ -13,7 +13,7 @@ import pytest
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, RecordDict
 
-from fl_async.app import server_app
+from fl_async.app import server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.app.launch import tracking_overrides
@@ -44,7 +44,7 @@ def run_tracked(tmp_path, **tracking):
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({7000 + k: node(k) for k in range(3)}, delay_seed=1)
-    output = server_app.run(grid, parse_run_config(run_config))
+    output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / "history.json").read_text()), output
 
 

@@ -48,7 +48,7 @@ DESCRIPTION = (
 SQLITE = "sqlite:///"
 _STARTED_RUN = re.compile(r"Successfully started run (\d+)")
 _SERVERAPP_DONE = re.compile(r"fl-async: final accuracy .* wrote ")
-"""The ServerApp's last line: it wrote the results and returns (``server_app.run``)."""
+"""The ServerApp's last line: it wrote the results and returns (``server_run.run``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ from flwr.common.config import parse_config_args
 
 from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG
-from fl_async.app.server_app import build_strategy, make_clock
+from fl_async.app.server_run import build_strategy, make_clock
 from fl_async.clients.device import select_device
 from fl_async.clients.node_data import synthetic_of
 from fl_async.config import DataSpec

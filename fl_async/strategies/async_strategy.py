@@ -84,8 +84,10 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
     checkpoint_dir, checkpoint_every :
         Write the run's whole state atomically every ``checkpoint_every`` server steps (and at
         the end); ``start()`` with the same directory resumes from it.
-    identify_nodes : bool (default: True)
-        Ask each node for its ``partition-id`` (a ``query`` message) to key reproducible state.
+    identify_nodes : bool or "at-once" (default: True)
+        Ask each node for its ``partition-id`` (a ``query`` message) to key reproducible state:
+        one node first, in case the ClientApp has no query handler; ``"at-once"`` asks every
+        node at once, for a ClientApp known to answer (fl-async's own).
     task_config : mapping, optional
         Extra settings sent with every task (e.g. ``proximal-mu``).
     federated_evaluation : bool (default: False)
@@ -127,7 +129,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         target_metric: str = "accuracy",
         checkpoint_dir: str | Path | None = None,
         checkpoint_every: int | None = None,
-        identify_nodes: bool = True,
+        identify_nodes: bool | str = True,
         task_config: dict[str, Any] | None = None,
         federated_evaluation: bool = False,
         seed: int = 0,

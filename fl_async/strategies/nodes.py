@@ -18,6 +18,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from fl_async import protocol
+from fl_async.validation import InvalidArgument
 
 MAX_BACKOFF_STEPS = 64
 """A failed node waits 1, 2, 4, ... server steps (at most this many) before its next task."""
@@ -28,6 +29,8 @@ QUERY_QUIET = 120.0
 """Seconds without a new answer after which the identify query gives up on the nodes left."""
 NO_QUERY_HANDLER = "No query function registered"
 """What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
+AT_ONCE = "at-once"
+"""``identify_nodes`` value: query every node at once, for a ClientApp known to answer."""
 
 
 @dataclass
@@ -60,9 +63,9 @@ class NodeRegistry:
     one ordered index of the idle nodes from it, which the dispatch reads.
     """
 
-    def __init__(self, *, identify: bool, poll_interval: float, max_failures: int,
+    def __init__(self, *, identify: bool | str, poll_interval: float, max_failures: int,
                  on_idle: Callable[[int, bool], None] | None = None) -> None:  # fmt: skip
-        self.identify = identify
+        self.identify = check_identify(identify)
         self._on_idle = on_idle
         self.poll_interval = poll_interval
         self.max_failures = max_failures
@@ -221,9 +224,11 @@ class NodeRegistry:
         """``(partition-id, num-examples)`` per node, None where a node cannot tell."""
         wait = timeout
         answers: list[Message | None] = []
-        if self.identify and not self._probed:
+        if self.identify is True and not self._probed:
             # One node first: an ordinary Flower ClientApp has no query handler and raises on
             # the query (Flower logs a traceback for it), so ask no other node in that case.
+            # "at-once" skips this: the first node's start-up (seconds in a simulation, while
+            # the other actors wait) is not paid alone.
             self._probed = True
             answers = self._query(grid, node_ids[:1], wait)
             if _lacks_query_handler(answers[0]):
@@ -265,6 +270,13 @@ class NodeRegistry:
             if len(answers) < len(ids):
                 time.sleep(self.poll_interval)
         return [answers.get(msg_id) for msg_id in ids]
+
+
+def check_identify(value: object) -> bool | str:
+    """``identify_nodes``: True (one node first, then the rest), False or ``"at-once"``."""
+    if value is True or value is False or value == AT_ONCE:
+        return value  # type: ignore[return-value]
+    raise InvalidArgument(f"identify_nodes must be True, False or {AT_ONCE!r}, got {value!r}")
 
 
 def _lacks_query_handler(reply: Message | None) -> bool:
