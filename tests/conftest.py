@@ -16,6 +16,22 @@ for _key, _value in {
     os.environ.setdefault(_key, _value)
 
 
+@pytest.fixture(autouse=True)
+def _fast_polls(request, monkeypatch):
+    """Strategies in fast tests poll every millisecond, not every 20 ms (the default).
+
+    Those tests run the loop on in-memory grids that release a reply after a few pulls, so
+    the default interval was most of their wall time (3 of the fast tests' 6 worker-minutes)
+    with the CPU idle. Nothing computed depends on it: a virtual clock orders replies by
+    virtual time, and the fake grid releases them by pull count. Slow tests keep the default:
+    they run Flower's own grid beside actors that need the CPU.
+    """
+    if request.node.get_closest_marker("slow") is None:
+        from fl_async.strategies.async_strategy import AsyncStrategy
+
+        monkeypatch.setitem(AsyncStrategy.__init__.__kwdefaults__, "poll_interval", 0.001)
+
+
 @pytest.fixture
 def publishes(monkeypatch):
     """Count the aggregators' scratch-branch publications (none when every step runs in place)."""
