@@ -28,9 +28,12 @@ TINY = [
 """The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_suite(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The tiny suite (SSGD and ASGD, seed 0), run once for the tests of this file's group."""
+    """The tiny suite (SSGD and ASGD, seed 0), run once for the tests of this file's group.
+
+    Session-scoped: a worker that runs another file's test between the two would tear a
+    module-scoped fixture down and run the suite again (it did: 80 s twice in CI)."""
     out = tmp_path_factory.mktemp("tiny") / "suite"
     argv = ["bench", *TINY, "--strategies", "ssgd,asgd", "--out", str(out)]
     assert main(argv) == 0

@@ -26,9 +26,6 @@ QUIET_ENVIRONMENT: dict[str, str] = {
     # fresh environment for every run (slow, and blind to pip's constraints).
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-    # The SuperExec looks for a new run every second by default: half a second, on average,
-    # between `flwr run` and the simulation's start. A tenth costs it nothing measurable.
-    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1",
     "HF_DATASETS_OFFLINE": "1",
     "HF_HUB_OFFLINE": "1",
 }
