@@ -8,7 +8,7 @@ import statistics
 BENCHMARK = "floor"
 MILESTONES = ("simulation-started", "serverapp-started", "nodes-identified", "step-0-evaluated",
               "finished", "command-done")  # fmt: skip
-GROUPS = ("Ray actors", "simulation", "Ray services", "SuperLink")
+GROUPS = ("Ray actors", "simulation", "Ray services", "SuperLink", "SuperExec")
 
 
 def _spread(triple: list[float], digits: int = 1) -> str:
@@ -23,9 +23,9 @@ def _ms(triple: list[float]) -> str:
 
 def _summary_rows(result: dict) -> list[str]:
     lines = [
-        "| workload | runs | efficiency | run s | floor s | start-up s | baseline start-up s "
-        "| ms / update, run | ms / update, floor | load before |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | runs | efficiency | run s | baseline run s | floor s | start-up s "
+        "| baseline start-up s | ms / update, run | ms / update, floor | load before |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, workload in result["workloads"].items():
         s, runs = workload["summary"], workload["runs"]
@@ -33,6 +33,7 @@ def _summary_rows(result: dict) -> list[str]:
         loads = [r["load-before"] for r in runs]
         lines.append(
             f"| {name} | {len(runs)} | {_spread(s['efficiency'], 2)} | {_spread(s['run-wall'])} "
+            f"| {'' if base is None else _spread(base['run-wall'])} "
             f"| {_spread(s['floor'])} | {_spread(s['startup'])} "
             f"| {'' if base is None else _spread(base['startup'])} "
             f"| {_spread(s['run-ms-per-update'], 0)} | {_ms(s['floor-ms-per-update'])} "
@@ -64,13 +65,19 @@ def _cpu_rows(result: dict) -> list[str]:
 def _milestone_rows(result: dict) -> list[str]:
     lines = ["| workload | " + " | ".join(MILESTONES) + " |", "|---|" + "---|" * len(MILESTONES)]
     for name, workload in result["workloads"].items():
-        cells = []
-        for milestone in MILESTONES:
-            seen = [r["milestones"][milestone] for r in workload["runs"]
-                    if milestone in r["milestones"]]  # fmt: skip
-            cells.append(f"{statistics.median(seen):.1f}" if seen else "n/a")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(_milestone_row(name, workload["runs"]))
+        baseline_runs = (workload.get("baseline") or {}).get("runs", [])
+        if any("milestones" in r for r in baseline_runs):
+            lines.append(_milestone_row(f"{name}, baseline", baseline_runs))
     return lines
+
+
+def _milestone_row(name: str, runs: list[dict]) -> str:
+    cells = []
+    for milestone in MILESTONES:
+        seen = [r["milestones"][milestone] for r in runs if milestone in r.get("milestones", {})]
+        cells.append(f"{statistics.median(seen):.1f}" if seen else "n/a")
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def table(result: dict) -> str:
@@ -93,7 +100,8 @@ def table(result: dict) -> str:
         "",
         *_cpu_rows(result),
         "",
-        "Seconds from the command's start to each milestone, median:",
+        "Seconds from the command's start to each milestone, median (the baseline's too, where"
+        " it ran):",
         "",
         *_milestone_rows(result),
     ]
