@@ -28,22 +28,18 @@ TINY = [
 """The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
 
 
-@pytest.fixture(scope="session")
-def tiny_suite(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The tiny suite (SSGD and ASGD, seed 0), run once for the tests of this file's group.
-
-    Session-scoped: a worker that runs another file's test between the two would tear a
-    module-scoped fixture down and run the suite again (it did: 80 s twice in CI)."""
-    out = tmp_path_factory.mktemp("tiny") / "suite"
-    argv = ["bench", *TINY, "--strategies", "ssgd,asgd", "--out", str(out)]
-    assert main(argv) == 0
-    return argv
-
-
 @pytest.mark.slow
-@pytest.mark.xdist_group("tiny-suite")
-def test_tiny_suite_runs_resumes_and_reports(tiny_suite: list[str]) -> None:
-    argv = tiny_suite
+def test_a_tiny_suite_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
+    """The tiny suite (SSGD and ASGD, seed 0) runs, resumes and reports; then a tiny sweep
+    starts from its runs. One test, so that the suite runs once (pytest-xdist's groups, which
+    kept two tests on one worker, do not hold under pytest 9.2)."""
+    argv = ["bench", *TINY, "--strategies", "ssgd,asgd", "--out", str(tmp_path / "suite")]
+    assert main(argv) == 0
+    _check_the_tiny_suite(argv)
+    _check_a_sweep_with_two_jobs(argv, tmp_path)
+
+
+def _check_the_tiny_suite(argv: list[str]) -> None:
     out = Path(argv[-1])
     ssgd = json.loads((out / "dirichlet" / "ssgd-seed0" / "history.json").read_text())
     asgd = json.loads((out / "dirichlet" / "asgd-seed0" / "history.json").read_text())
@@ -105,11 +101,7 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
     assert "fashion-mnist, 5 nodes" in (out / "report.md").read_text()
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("tiny-suite")
-def test_a_tiny_sweep_with_two_jobs_records_what_one_job_does(
-    tiny_suite: list[str], tmp_path: Path
-) -> None:
+def _check_a_sweep_with_two_jobs(tiny_suite: list[str], tmp_path: Path) -> None:
     """2 strategies x 2 server rates x 1 seed: the tiny suite's two runs are the sweep's default
     points, and the other two run 2 at a time and then 1 at a time: the same records (but wall
     times), and the same choice."""
