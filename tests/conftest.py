@@ -49,6 +49,12 @@ def publishes(monkeypatch):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first (in their files' order): both workers share them from the start, and the
-    many short tests fill in at the end, instead of one worker finishing a long test alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Slow tests first, the longest first (``slow(seconds=N)``: about N s on two workers; the
+    others in their files' order): both workers share them from the start, and the many short
+    tests fill in at the end, instead of one worker finishing a long test alone."""
+    items.sort(key=_order)
+
+
+def _order(item: pytest.Item) -> tuple[bool, float]:
+    slow = item.get_closest_marker("slow")
+    return slow is None, -float(slow.kwargs.get("seconds", 0)) if slow else 0.0

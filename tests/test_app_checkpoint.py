@@ -25,6 +25,7 @@ def comparable(history: dict) -> dict:
     } | {key: history[key] for key in ("num-updates", "server-steps", "virtual-time")}
 
 
+@pytest.mark.slow(seconds=90)
 def test_a_run_stopped_mid_way_resumes_to_the_uninterrupted_history(tmp_path):
     first = run_app(tmp_path / "resumed", **{"max-updates": 4})
     assert first["num-updates"] == 4 and (tmp_path / "resumed" / "checkpoint").is_dir()

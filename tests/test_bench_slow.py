@@ -28,7 +28,7 @@ TINY = [
 """The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=210)
 def test_a_tiny_suite_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
     """The tiny suite (SSGD and ASGD, seed 0) runs, resumes and reports; then a tiny sweep
     starts from its runs. One test, so that the suite runs once (pytest-xdist's groups, which
@@ -73,7 +73,7 @@ def _check_the_tiny_suite(argv: list[str]) -> None:
     assert (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime == before
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=70)
 def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
     """The same suites on another dataset: Fashion-MNIST read by torchvision from its IDX files."""
     root = tmp_path / "data"

@@ -66,7 +66,7 @@ def test_bad_arguments_are_refused_naming_them(argv, message) -> None:
         churn._check_args(churn._parser().parse_args(argv))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=105)
 def test_a_short_churn_run_kills_restarts_and_leaves_no_process(tmp_path) -> None:
     """Two SuperNodes for 60 s, one killed and restarted: the run reaches its budget, nothing is
     applied twice, every process is gone. (Whether it applies updates at all in 60 s depends on

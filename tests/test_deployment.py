@@ -42,7 +42,7 @@ def check_survived(result: dict | None, killed_at: float, context: str) -> float
     return victim_faults[0]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=85)
 def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
     result_path, progress_path = tmp_path / "result.json", tmp_path / "progress.json"
     deployment = FlowerDeployment(tmp_path / "flower")

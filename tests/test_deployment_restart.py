@@ -215,7 +215,7 @@ def report(
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=80)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
 @pytest.mark.parametrize("superexec", ["reaped", "zombie"])
 def test_run_resumes_after_a_superlink_restart(

@@ -33,7 +33,7 @@ def make_certificates(directory: Path, num_keys: int) -> None:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 @pytest.mark.skipif(
     not (shutil.which("openssl") and shutil.which("ssh-keygen")),
     reason="generate_certs.sh needs openssl and ssh-keygen",

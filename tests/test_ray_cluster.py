@@ -211,7 +211,7 @@ def run_app(output: Path, *options: str) -> dict:
     return json.loads((output / HISTORY).read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=65)
 def test_a_seeded_run_on_a_two_node_ray_cluster_equals_the_run_on_one_machine(
     tmp_path, monkeypatch
 ):
