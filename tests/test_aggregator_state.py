@@ -143,6 +143,19 @@ def test_results_do_not_depend_on_chunk_size_or_threads(name, monkeypatch):
     _assert_same_state(whole, split)
 
 
+def test_a_scratch_buffer_made_under_a_smaller_chunk_is_not_reused(monkeypatch):
+    """A thread's scratch buffers made before CHUNK grew are dropped, every one of them: a
+    short one among long ones once gave a chunk a buffer shorter than itself."""
+    from fl_async.aggregators import kernels
+
+    long, short = np.empty(kernels.CHUNK, np.float32), np.empty(5, np.float32)
+    monkeypatch.setattr(kernels._local, "buffers", [long, short], raising=False)
+    seen = []
+    kernels.run_chunked(lambda a, x, y: seen.append((a.size, x.size, y.size)) or 0.0,
+                        [np.zeros(16, np.float32)], scratch=2)  # fmt: skip
+    assert seen == [(16, 16, 16)]
+
+
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_state_dict_is_a_copy(name):
     agg = FACTORIES[name]()

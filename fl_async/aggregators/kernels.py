@@ -44,7 +44,7 @@ def _run_part(
     kernel: Callable[..., float], chunks: list[tuple[np.ndarray, ...]], scratch: int
 ) -> float:
     buffers = getattr(_local, "buffers", [])
-    if buffers and buffers[0].size < CHUNK:  # CHUNK was raised since they were made
+    if any(b.size < CHUNK for b in buffers):  # CHUNK was raised since one of them was made
         buffers = []
     while len(buffers) < scratch:  # per-thread chunk scratch stays in cache, never in DRAM
         buffers.append(np.empty(CHUNK, dtype=np.float32))
