@@ -85,9 +85,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         Write the run's whole state atomically every ``checkpoint_every`` server steps (and at
         the end); ``start()`` with the same directory resumes from it.
     identify_nodes : bool or "at-once" (default: True)
-        Ask each node for its ``partition-id`` (a ``query`` message) to key reproducible state:
-        one node first, in case the ClientApp has no query handler; ``"at-once"`` asks every
-        node at once, for a ClientApp known to answer (fl-async's own).
+        Query each node's ``partition-id`` to key reproducible state (one node first; with
+        ``"at-once"`` all at once, for a ClientApp known to answer, as fl-async's own).
     task_config : mapping, optional
         Extra settings sent with every task (e.g. ``proximal-mu``).
     federated_evaluation : bool (default: False)
