@@ -19,7 +19,7 @@ from data_download import (
 )
 
 from fl_async import cli
-from fl_async.app import superlink
+from fl_async.app import launch, superlink
 from fl_async.data import load_dataset
 from fl_async.data.download import DownloadError, download
 
@@ -186,6 +186,7 @@ def test_data_download_fetches_before_the_superlink_starts(server, monkeypatch, 
         raise Started
 
     monkeypatch.setattr(superlink, "start_superlink", start)
+    monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     config = f"dataset='cifar10' data-root='{root}' data-download=true output-dir='{tmp_path}/o'"
     with pytest.raises(Started):
         launch_with(config)

@@ -178,6 +178,7 @@ def test_sigterm_twice_stops_flwr_run_and_the_superlink_and_returns_130(tmp_path
     )
     monkeypatch.setattr(superlink, "start_superlink", start_superlink)
     monkeypatch.setattr(superlink, "STOP_GRACE", 2.0)
+    monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     flwr_runs: list[int] = []
     real_popen = subprocess.Popen
 
@@ -281,6 +282,7 @@ def test_after_the_last_line_flwr_run_and_the_superlink_are_stopped_at_once(tmp_
     )
     monkeypatch.setattr(superlink, "start_superlink", start_superlink)
     monkeypatch.setattr(superlink, "STOP_GRACE", 30.0)
+    monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
     args = launch.build_parser().parse_args(["--actors", "1"])
     began = time.monotonic()

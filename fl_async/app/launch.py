@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from fl_async.app import cluster, superlink
+from fl_async.app import cluster, local_ray, superlink
 from fl_async.app.staging import staged_app
 from fl_async.config import DEFAULTS, TRACKERS
 from fl_async.validation import InvalidArgument
@@ -201,32 +201,60 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _interrupt)
+    head, process, done = None, None, False
     try:
+        head = _start_ray_head(plan, args, address, env)
+        joined = head.address if head is not None else address
+        env = {**env, **cluster.ray_environment(joined)}
         process = superlink.start_superlink(
             env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
         )
-        done = False
-        try:
-            with staged_app(plan.app_dir) as app:
-                run_id, done = _flwr_run(plan, app, args, env, address)
-            # The ServerApp's last line came: it returned, so Flower completed the run. Asking
-            # `flwr ls` would cost a new process (a second and a half on two cores).
-            status = outcome.COMPLETED if done else _status(run_id, process, env,
-                                                             cwd=plan.app_dir)  # fmt: skip
-        except KeyboardInterrupt:
-            print("fl-async: interrupted; stopping the SuperLink and the simulation")
-            return 130
-        finally:
-            with _signals_held():
-                # After the ServerApp's last line the results are written: no grace, as the
-                # simulation's own shutdown of Ray takes about 5 s on two cores.
-                superlink.stop(process, grace=0.0 if done else None)
+        with staged_app(plan.app_dir) as app:
+            run_id, done = _flwr_run(plan, app, args, env, joined)
+        # The ServerApp's last line came: it returned, so Flower completed the run. Asking
+        # `flwr ls` would cost a new process (a second and a half on two cores).
+        status = outcome.COMPLETED if done else _status(run_id, process, env, cwd=plan.app_dir)
+    except KeyboardInterrupt:
+        if head is not None and head.failure is not None:
+            print(f"fl-async: the run failed: {head.failure}; stopping the simulation")
+            return 1
+        print("fl-async: interrupted; stopping the SuperLink and the simulation")
+        return 130
     finally:
+        with _signals_held():
+            # After the ServerApp's last line the results are written: no grace, as a
+            # shutdown of Ray takes seconds on two cores. The simulation (a Ray driver) first.
+            grace = 0.0 if done else None
+            if process is not None:
+                superlink.stop(process, grace=grace)
+            if head is not None:
+                head.stop(grace=grace, keep_logs=not done)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if head is not None and os.path.isdir(head.temp_dir):
+            print(f"fl-async: Ray's logs for this run are in {head.temp_dir}")
     code, line = outcome.verdict(status, plan.output, started)
     print(line)
     return code
+
+
+def _start_ray_head(
+    plan: Plan, args: argparse.Namespace, address: str | None, env: dict[str, str]
+) -> local_ray.RayHead | None:
+    """A Ray head of the run's own (``local_ray``), when the run has no Ray cluster, the
+    launcher runs in the main thread (a failed head stops the run by SIGTERM) and the
+    federation config gives Ray no ``init-args-`` (Ray takes those only when it starts)."""
+    if address is not None or "init-args-" in args.federation_config:
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return local_ray.RayHead(
+        args.actors,
+        env,
+        cwd=plan.app_dir,
+        log_file=plan.output / local_ray.LOG,
+        on_failure=lambda: os.kill(os.getpid(), signal.SIGTERM),
+    )
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -42,12 +42,13 @@ def environment() -> dict[str, str]:
     for key, value in QUIET_ENVIRONMENT.items():
         env.setdefault(key, value)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(_free_port())
-    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(_free_port())
+    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(free_port())
+    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())
     return env
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

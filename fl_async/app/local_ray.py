@@ -1,0 +1,127 @@
+"""A Ray head of the run's own, started by the launcher beside its SuperLink.
+
+Flower's Ray backend would start a Ray of its own with ``ray.init()`` in the simulation process,
+after that process has started and loaded the apps, while the ServerApp is already waiting for
+its nodes: about 4 s of every run on two cores. Started by the launcher instead, Ray comes up
+while the SuperLink, ``flwr run`` and the simulation process start, and the simulation joins it
+through ``RAY_ADDRESS`` (as it joins a cluster given with ``--ray-address``).
+
+The head has one CPU per actor and a temporary directory of its own, so that no other
+``ray.init()`` on the machine finds and joins it. It is stopped with every process under it when
+the run ends, and its directory (Ray's session logs) is removed unless the run failed. A head
+that exits, or does not answer within ``START_TIMEOUT`` seconds, fails the run
+(``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it for minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fl_async.app import cluster, superlink
+
+START_TIMEOUT = 120.0
+"""Seconds the head gets to answer before the run is stopped."""
+RAY_COMMAND = [sys.executable, "-m", "ray.scripts.scripts"]
+"""Ray's command line (``ray``), run by this Python whatever ``PATH`` holds."""
+LOG = "ray.log"
+"""The head's output (``ray start``), in the run's output directory."""
+
+
+class RayHead:
+    """``ray start --head --block`` on free ports; ``address`` is its GCS address, and
+    ``on_failure`` is called (from another thread) if the head fails before it answers."""
+
+    def __init__(
+        self,
+        actors: int,
+        env: dict[str, str],
+        *,
+        cwd: Path,
+        log_file: Path,
+        on_failure: Callable[[], None],
+    ) -> None:
+        port = superlink.free_port()
+        self.address = f"127.0.0.1:{port}"
+        # Short: Ray's sockets live under it, and a Unix socket path has at most 107 bytes.
+        self.temp_dir = tempfile.mkdtemp(prefix="fl-async-ray-", dir=_SHORT_TMP)
+        self.failure: str | None = None
+        """Why the head failed before it answered; None while it is starting or ready."""
+        command = [
+            *RAY_COMMAND,
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+            f"--temp-dir={self.temp_dir}",
+            f"--port={port}",
+            f"--num-cpus={actors}",
+            # Fixed by default (10001, 8265, 52365, workers from 10002 up): two runs at once on
+            # one machine would collide. 0: workers and drivers take ports the system gives.
+            f"--ray-client-server-port={superlink.free_port()}",
+            f"--dashboard-port={superlink.free_port()}",
+            f"--dashboard-agent-listen-port={superlink.free_port()}",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
+        ]
+        with log_file.open("w") as log:
+            self.process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Ctrl-C reaches the launcher, which stops the head after the simulation.
+                start_new_session=True,
+            )
+        self._log_file = log_file
+        self._on_failure = on_failure
+        self._stopped = threading.Event()
+        self._watch = threading.Thread(target=self._wait_ready, daemon=True)
+        self._watch.start()
+
+    def _wait_ready(self) -> None:
+        """Until the head's GCS answers: on an exit or a timeout first, record why and call
+        ``on_failure``."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._stopped.is_set():
+            code = self.process.poll()
+            if code is not None:
+                self.failure = f"the Ray head exited with code {code}; see {self._log_file}"
+            elif time.monotonic() > deadline:
+                self.failure = f"the Ray head did not answer in {START_TIMEOUT:.0f} s"
+            elif _answers(self.address):
+                return
+            if self.failure is not None:
+                self._on_failure()
+                return
+            self._stopped.wait(0.2)
+
+    def stop(self, *, grace: float | None = None, keep_logs: bool = False) -> None:
+        """Stop the head and every process under it (Ray's services and workers), then remove
+        its directory, kept (when not empty) if ``keep_logs`` or the head failed."""
+        self._stopped.set()
+        superlink.stop(self.process, grace=grace)
+        self._watch.join()
+        kept = Path(self.temp_dir)
+        if not (keep_logs or self.failure is not None) or not any(kept.iterdir()):
+            shutil.rmtree(kept, ignore_errors=True)
+
+
+_SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
+
+
+def _answers(address: str) -> bool:
+    try:
+        cluster.check_reachable(address, timeout=1.0)
+    except ValueError:
+        return False
+    return True

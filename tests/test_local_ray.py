@@ -1,0 +1,140 @@
+"""The launcher's own Ray head (``local_ray``): the simulation joins it, it is stopped after the
+run, and a head that exits or never answers fails the run with a line that says so (exit 1)
+instead of leaving Ray's ``ray.init()`` to wait for it. Fakes stand in for Ray and Flower; every
+launch of the app (the slow tests) runs the real head."""
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from fl_async.app import launch, local_ray, preflight, superlink
+
+SLEEPER = "import time; time.sleep(60)"
+REAL_HEAD = local_ray.RayHead
+
+
+def head_with(monkeypatch, tmp_path: Path, script: str, on_failure) -> local_ray.RayHead:
+    """A ``RayHead`` whose ``ray`` command is ``script`` (its arguments ignored)."""
+    monkeypatch.setattr(local_ray, "RAY_COMMAND", [sys.executable, "-c", script])
+    return local_ray.RayHead(
+        1, dict(os.environ), cwd=tmp_path, log_file=tmp_path / "ray.log", on_failure=on_failure
+    )
+
+
+def test_a_head_that_exits_is_a_failure_naming_its_code_and_log(monkeypatch, tmp_path):
+    failed = threading.Event()
+    head = head_with(monkeypatch, tmp_path, "print('no Ray here'); raise SystemExit(3)", failed.set)
+    assert failed.wait(20)
+    assert head.failure == f"the Ray head exited with code 3; see {tmp_path / 'ray.log'}"
+    assert "no Ray here" in (tmp_path / "ray.log").read_text()
+    head.stop()
+    assert not Path(head.temp_dir).exists()  # nothing in it to keep
+
+
+def test_a_head_that_never_answers_fails_after_the_timeout_and_is_stopped(monkeypatch, tmp_path):
+    monkeypatch.setattr(local_ray, "START_TIMEOUT", 1.0)
+    failed = threading.Event()
+    head = head_with(monkeypatch, tmp_path, SLEEPER, failed.set)
+    assert failed.wait(20)
+    assert head.failure == "the Ray head did not answer in 1 s"
+    (Path(head.temp_dir) / "session").mkdir()  # what a head that got further leaves
+    head.stop(grace=0.0)
+    assert head.process.poll() is not None  # killed, not left to sleep
+    assert Path(head.temp_dir).is_dir()  # kept, for its logs: the head failed
+    shutil.rmtree(head.temp_dir)
+
+
+class FakeHead:
+    """Stands in for ``RayHead``: records how it was started and stopped."""
+
+    made: list["FakeHead"] = []
+
+    def __init__(self, actors, env, *, cwd, log_file, on_failure):
+        self.address, self.failure, self.actors = "127.0.0.1:6390", None, actors
+        self.stopped: dict | None = None
+        self.on_failure = on_failure
+        FakeHead.made.append(self)
+
+    def stop(self, *, grace=None, keep_logs=False):
+        self.stopped = {"grace": grace, "keep_logs": keep_logs}
+
+
+def fake_world(monkeypatch, tmp_path: Path, flwr_body: str) -> list[subprocess.Popen]:
+    """A ``flwr`` that writes its ``RAY_ADDRESS`` and arguments, then runs ``flwr_body``; a
+    SuperLink that sleeps; ``FakeHead`` in place of Ray. Returns the SuperLinks started."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen.txt"
+    (bin_dir / "flwr").write_text(
+        f"#!{sys.executable}\nimport os, sys, time\n"
+        f"open({str(seen)!r}, 'w').write(os.environ['RAY_ADDRESS'] + '\\n' + ' '.join(sys.argv))\n"
+        f"{flwr_body}\n"
+    )
+    (bin_dir / "flwr").chmod(0o755)
+    started: list[subprocess.Popen] = []
+
+    def start_superlink(env, *, cwd, log_file):
+        started.append(subprocess.Popen([sys.executable, "-c", SLEEPER]))
+        return started[-1]
+
+    monkeypatch.setattr(
+        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
+    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    FakeHead.made = []
+    monkeypatch.setattr(local_ray, "RayHead", FakeHead)
+    return started
+
+
+def test_flwr_run_joins_the_head_without_ray_cpu_counts_and_the_head_stops_last(
+    monkeypatch, tmp_path
+):
+    last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
+    body = f"print('Successfully started run 7'); print({last!r}, flush=True); time.sleep(60)"
+    started = fake_world(monkeypatch, tmp_path, body)
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
+    args = launch.build_parser().parse_args(["--actors", "3"])
+    launch._launch(plan, args, None)  # 1: no history.json was written here
+    address, argv = (tmp_path / "seen.txt").read_text().split("\n")
+    (head,) = FakeHead.made
+    assert address == head.address and head.actors == 3
+    assert "init-args-num-cpus" not in argv and "client-resources-num-cpus=1" in argv
+    assert head.stopped == {"grace": 0.0, "keep_logs": False}
+    assert started[0].poll() is not None  # the SuperLink (the simulation's tree) went first
+
+
+def test_a_failed_head_stops_the_run_and_exits_1(monkeypatch, tmp_path, capsys):
+    fake_world(
+        monkeypatch, tmp_path, "print('Successfully started run 7', flush=True); time.sleep(60)"
+    )
+    monkeypatch.setattr(local_ray, "RayHead", REAL_HEAD)  # whose ray exits at once, code 3
+    monkeypatch.setattr(local_ray, "RAY_COMMAND", [sys.executable, "-c", "raise SystemExit(3)"])
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
+    args = launch.build_parser().parse_args(["--actors", "1"])
+    began = time.monotonic()
+    assert launch._launch(plan, args, None) == 1
+    assert time.monotonic() - began < 30.0  # not flwr run's minute
+    out = capsys.readouterr().out
+    assert "fl-async: the run failed: the Ray head exited with code 3; see " in out
+    assert (tmp_path / "out" / local_ray.LOG).is_file()
+
+
+def test_no_head_for_a_ray_cluster_for_ray_init_args_or_off_the_main_thread(tmp_path):
+    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path)
+    args = launch.build_parser().parse_args(
+        ["--actors", "1", "--federation-config", "init-args-num-gpus=1"]
+    )
+    assert launch._start_ray_head(plan, args, None, {}) is None
+    args = launch.build_parser().parse_args(["--actors", "1"])
+    assert launch._start_ray_head(plan, args, "10.0.0.1:6379", {}) is None
+    found = []
+    thread = threading.Thread(
+        target=lambda: found.append(launch._start_ray_head(plan, args, None, {}))
+    )
+    thread.start()
+    thread.join()
+    assert found == [None]
