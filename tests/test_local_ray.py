@@ -55,6 +55,7 @@ class FakeHead:
 
     def __init__(self, actors, env, *, cwd, log_file, on_failure):
         self.address, self.failure, self.actors = "127.0.0.1:6390", None, actors
+        self.temp_dir = str(cwd / "no-such-dir")
         self.stopped: dict | None = None
         self.on_failure = on_failure
         FakeHead.made.append(self)
