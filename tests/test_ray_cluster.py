@@ -14,7 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ray_cluster import TwoNodeRay
 
 from fl_async import cli
-from fl_async.app import cluster, launch, superlink
+from fl_async.app import cluster, launch, local_ray, superlink
 from fl_async.app.results import HISTORY
 from fl_async.bench import cli as bench_cli
 from fl_async.bench.runner import launcher_command
@@ -141,11 +141,25 @@ def test_the_address_reaches_the_simulation_as_ray_address(
     with pytest.raises(_Started) as started:
         launch.main(["--app", str(ROOT), "--run-config", output])
     assert started.value.env[cluster.RAY_ADDRESS] == grpc_head
-    # Without an address, a Ray of its own, even when `ray start` left a cluster on this machine.
+    # Without an address, a Ray of its own (the launcher's head), even when `ray start` left a
+    # cluster on this machine; stopped when the run ends.
     monkeypatch.delenv(cluster.RAY_ADDRESS)
+    heads = []
+
+    class Head:
+        def __init__(self, actors, env, **kwargs):
+            self.address, self.failure, self.temp_dir = "127.0.0.1:6390", None, str(tmp_path)
+            self.stopped = False
+            heads.append(self)
+
+        def stop(self, **kwargs):
+            self.stopped = True
+
+    monkeypatch.setattr(local_ray, "RayHead", Head)
     with pytest.raises(_Started) as started:
         launch.main(["--app", str(ROOT), "--run-config", output])
-    assert started.value.env[cluster.RAY_ADDRESS] == "local"
+    assert started.value.env[cluster.RAY_ADDRESS] == heads[0].address != grpc_head
+    assert heads[0].stopped
 
 
 def test_addresses_and_federation_options():

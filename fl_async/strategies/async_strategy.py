@@ -180,11 +180,10 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
     ) -> AsyncResult:
         """Run asynchronously until a budget is spent; a drop-in for ``FedAvg.start``.
 
-        ``num_rounds`` is a budget of ``num_rounds x (number of nodes)`` accepted updates;
-        ``max_updates``, ``max_virtual_time``, ``max_wall_time``, ``target_accuracy`` (on
-        ``evaluate_fn``'s ``target_metric``) and Flower 1.43's ``should_stop(server_step, result)``
-        (asked at each evaluation boundary) stop it earlier. ``timeout``: each task's TTL and the
-        longest wait. A run that cannot progress stops by itself (``AsyncResult.stopped_by``).
+        ``num_rounds``: a budget of ``num_rounds x (number of nodes)`` accepted updates; the
+        ``max_*`` limits, ``target_accuracy`` (on ``evaluate_fn``'s ``target_metric``) and Flower
+        1.43's ``should_stop(server_step, result)`` stop it earlier. ``timeout``: each task's TTL
+        and the longest wait. A run that cannot progress stops by itself (``stopped_by``).
         """
         self._new_run(timeout, evaluate_fn, max_wall_time, should_stop)
         if self._checkpointer is not None:
@@ -196,10 +195,11 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         log(INFO, "Starting %s (asynchronous) with %d nodes:", type(self).__name__,
             len(self._registry))  # fmt: skip
         self.summary()
-        if not resumed:
-            self._evaluate()  # step 0, as Flower's start() evaluates before the first round
         limits = (num_rounds * len(self._registry), max_updates, max_virtual_time,
                   target_accuracy)  # fmt: skip
+        if not resumed:  # step 0, as Flower's start() evaluates before the first round, while
+            self._dispatch_early(grid, limits)  # the first tasks train (if it cannot stop the run)
+            self._evaluate()
         stop = ""
         while not stop:
             self._check_owner()
