@@ -1,5 +1,5 @@
 """When the loop evaluates: once per model version, and after sending the next tasks when the
-evaluation cannot stop the run (so the nodes train while the server evaluates)."""
+evaluation cannot stop the run (so the nodes train while the server evaluates), step 0 too."""
 
 from collections import Counter
 
@@ -61,8 +61,9 @@ def test_the_next_tasks_are_sent_before_an_evaluation_that_cannot_stop_the_run()
         evaluate_fn=evaluate,
     )  # fmt: skip
     assert result.num_updates == 12
-    due = [(step, sent) for step, sent in evaluate.calls if step in (4, 8)]
-    assert due == [(4, 8), (8, 12)]  # cycle k+1's four tasks were out when step 4k was evaluated
+    due = [(step, sent) for step, sent in evaluate.calls if step in (0, 4, 8)]
+    # cycle k+1's four tasks were out when step 4k was evaluated: at step 0, the first four
+    assert due == [(0, 4), (4, 8), (8, 12)]
 
 
 def test_an_evaluation_that_may_stop_the_run_comes_before_the_next_tasks():
@@ -73,5 +74,5 @@ def test_an_evaluation_that_may_stop_the_run_comes_before_the_next_tasks():
         grid, initial_arrays(), num_rounds=3, timeout=60, train_config=TRAIN,
         evaluate_fn=evaluate, target_accuracy=0.9,
     )  # fmt: skip
-    due = [(step, sent) for step, sent in evaluate.calls if step in (4, 8)]
-    assert due == [(4, 4), (8, 8)]
+    due = [(step, sent) for step, sent in evaluate.calls if step in (0, 4, 8)]
+    assert due == [(0, 0), (4, 4), (8, 8)]
