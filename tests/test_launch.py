@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_fakes import STUBBORN, fake_flwr, fake_superlinks
 
 from fl_async import cli
 from fl_async.app import launch, outcome, preflight, superlink
@@ -158,25 +159,9 @@ def test_no_flwr_ls_once_the_superlink_is_gone(tmp_path):
 
 def test_sigterm_twice_stops_flwr_run_and_the_superlink_and_returns_130(tmp_path, monkeypatch):
     """A second SIGTERM (or Ctrl-C) during the clean-up must not abort it half way."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake_flwr = bin_dir / "flwr"  # prints a line, then runs until it is stopped
-    fake_flwr.write_text(
-        f"#!{sys.executable}\nimport time\nprint('started', flush=True)\ntime.sleep(60)\n"
-    )
-    fake_flwr.chmod(0o755)
-    # A SuperLink that ignores SIGTERM, so that stopping it takes STOP_GRACE seconds.
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    started: list[subprocess.Popen] = []
-
-    def start_superlink(env, *, cwd, log_file):
-        started.append(subprocess.Popen([sys.executable, "-c", stubborn]))
-        return started[-1]
-
-    monkeypatch.setattr(
-        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    )
-    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    bin_dir = tmp_path / "bin"  # flwr prints a line, then runs until it is stopped
+    fake_flwr(bin_dir, "import time\nprint('started', flush=True)\ntime.sleep(60)")
+    started = fake_superlinks(monkeypatch, bin_dir, STUBBORN)
     monkeypatch.setattr(superlink, "STOP_GRACE", 2.0)
     monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     flwr_runs: list[int] = []
@@ -262,25 +247,14 @@ def test_after_the_last_line_flwr_run_and_the_superlink_are_stopped_at_once(tmp_
     """The results are written once the ServerApp's last line came: the launcher does not wait
     for Flower and Ray to shut down (seconds), nor give the SuperLink's tree a grace period."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
-    (bin_dir / "flwr").write_text(  # prints the last line, then would run for a minute
-        f"#!{sys.executable}\nimport time\nprint('Successfully started run 7')\n"
-        f"print({last!r}, flush=True)\ntime.sleep(60)\n"
+    fake_flwr(  # prints the last line, then would run for a minute
+        bin_dir,
+        f"import time\nprint('Successfully started run 7')\nprint({last!r}, flush=True)\n"
+        "time.sleep(60)",
     )
-    (bin_dir / "flwr").chmod(0o755)
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    started: list[subprocess.Popen] = []
-
-    def start_superlink(env, *, cwd, log_file):
-        started.append(subprocess.Popen([sys.executable, "-c", stubborn]))
-        time.sleep(0.5)  # its SIGTERM handler is in place
-        return started[-1]
-
-    monkeypatch.setattr(
-        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    )
-    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    # settle: its SIGTERM handler is in place
+    started = fake_superlinks(monkeypatch, bin_dir, STUBBORN, settle=0.5)
     monkeypatch.setattr(superlink, "STOP_GRACE", 30.0)
     monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")

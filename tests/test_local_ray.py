@@ -11,7 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from fl_async.app import launch, local_ray, preflight, superlink
+from launch_fakes import fake_flwr, fake_superlinks
+
+from fl_async.app import launch, local_ray, preflight
 
 SLEEPER = "import time; time.sleep(60)"
 REAL_HEAD = local_ray.RayHead
@@ -68,24 +70,14 @@ def fake_world(monkeypatch, tmp_path: Path, flwr_body: str) -> list[subprocess.P
     """A ``flwr`` that writes its ``RAY_ADDRESS`` and arguments, then runs ``flwr_body``; a
     SuperLink that sleeps; ``FakeHead`` in place of Ray. Returns the SuperLinks started."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     seen = tmp_path / "seen.txt"
-    (bin_dir / "flwr").write_text(
-        f"#!{sys.executable}\nimport os, sys, time\n"
+    fake_flwr(
+        bin_dir,
+        "import os, sys, time\n"
         f"open({str(seen)!r}, 'w').write(os.environ['RAY_ADDRESS'] + '\\n' + ' '.join(sys.argv))\n"
-        f"{flwr_body}\n"
+        f"{flwr_body}",
     )
-    (bin_dir / "flwr").chmod(0o755)
-    started: list[subprocess.Popen] = []
-
-    def start_superlink(env, *, cwd, log_file):
-        started.append(subprocess.Popen([sys.executable, "-c", SLEEPER]))
-        return started[-1]
-
-    monkeypatch.setattr(
-        superlink, "environment", lambda: {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    )
-    monkeypatch.setattr(superlink, "start_superlink", start_superlink)
+    started = fake_superlinks(monkeypatch, bin_dir, SLEEPER)
     FakeHead.made = []
     monkeypatch.setattr(local_ray, "RayHead", FakeHead)
     return started
