@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from fl_async.app import superlink
+from fl_async.app import local_ray, superlink
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
 """A SuperLink that ignores SIGTERM, so that stopping it takes its grace period."""
@@ -39,3 +39,28 @@ def fake_superlinks(
     )
     monkeypatch.setattr(superlink, "start_superlink", start_superlink)
     return started
+
+
+class FakeHead:
+    """Stands in for ``local_ray.RayHead``: records how it was started and stopped."""
+
+    def __init__(self, actors, env, *, cwd, log_file, on_failure):
+        self.address, self.failure, self.actors = "127.0.0.1:6390", None, actors
+        self.temp_dir = str(cwd / "no-such-dir")
+        self.stopped: dict | None = None
+        self.on_failure = on_failure
+
+    def stop(self, *, grace=None, keep_logs=False):
+        self.stopped = {"grace": grace, "keep_logs": keep_logs}
+
+
+def fake_heads(monkeypatch) -> list[FakeHead]:
+    """``FakeHead`` in place of the launcher's Ray head; the heads made, in order."""
+    made: list[FakeHead] = []
+
+    def make(*args, **kwargs) -> FakeHead:
+        made.append(FakeHead(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(local_ray, "RayHead", make)
+    return made

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from launch_fakes import fake_flwr, fake_superlinks
+from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks
 
 from fl_async.app import launch, local_ray, preflight
 
@@ -50,25 +50,11 @@ def test_a_head_that_never_answers_fails_after_the_timeout_and_is_stopped(monkey
     shutil.rmtree(head.temp_dir)
 
 
-class FakeHead:
-    """Stands in for ``RayHead``: records how it was started and stopped."""
-
-    made: list["FakeHead"] = []
-
-    def __init__(self, actors, env, *, cwd, log_file, on_failure):
-        self.address, self.failure, self.actors = "127.0.0.1:6390", None, actors
-        self.temp_dir = str(cwd / "no-such-dir")
-        self.stopped: dict | None = None
-        self.on_failure = on_failure
-        FakeHead.made.append(self)
-
-    def stop(self, *, grace=None, keep_logs=False):
-        self.stopped = {"grace": grace, "keep_logs": keep_logs}
-
-
-def fake_world(monkeypatch, tmp_path: Path, flwr_body: str) -> list[subprocess.Popen]:
+def fake_world(
+    monkeypatch, tmp_path: Path, flwr_body: str
+) -> tuple[list[subprocess.Popen], list[FakeHead]]:
     """A ``flwr`` that writes its ``RAY_ADDRESS`` and arguments, then runs ``flwr_body``; a
-    SuperLink that sleeps; ``FakeHead`` in place of Ray. Returns the SuperLinks started."""
+    SuperLink that sleeps; ``FakeHead`` in place of Ray. The SuperLinks started, the heads made."""
     bin_dir = tmp_path / "bin"
     seen = tmp_path / "seen.txt"
     fake_flwr(
@@ -77,10 +63,7 @@ def fake_world(monkeypatch, tmp_path: Path, flwr_body: str) -> list[subprocess.P
         f"open({str(seen)!r}, 'w').write(os.environ['RAY_ADDRESS'] + '\\n' + ' '.join(sys.argv))\n"
         f"{flwr_body}",
     )
-    started = fake_superlinks(monkeypatch, bin_dir, SLEEPER)
-    FakeHead.made = []
-    monkeypatch.setattr(local_ray, "RayHead", FakeHead)
-    return started
+    return fake_superlinks(monkeypatch, bin_dir, SLEEPER), fake_heads(monkeypatch)
 
 
 def test_flwr_run_joins_the_head_without_ray_cpu_counts_and_the_head_stops_last(
@@ -88,12 +71,12 @@ def test_flwr_run_joins_the_head_without_ray_cpu_counts_and_the_head_stops_last(
 ):
     last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
     body = f"print('Successfully started run 7'); print({last!r}, flush=True); time.sleep(60)"
-    started = fake_world(monkeypatch, tmp_path, body)
+    started, heads = fake_world(monkeypatch, tmp_path, body)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
     args = launch.build_parser().parse_args(["--actors", "3"])
     launch._launch(plan, args, None)  # 1: no history.json was written here
     address, argv = (tmp_path / "seen.txt").read_text().split("\n")
-    (head,) = FakeHead.made
+    (head,) = heads
     assert address == head.address and head.actors == 3
     assert "init-args-num-cpus" not in argv and "client-resources-num-cpus=1" in argv
     assert head.stopped == {"grace": 0.0, "keep_logs": False}

@@ -11,10 +11,11 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from launch_fakes import fake_heads
 from ray_cluster import TwoNodeRay
 
 from fl_async import cli
-from fl_async.app import cluster, launch, local_ray, superlink
+from fl_async.app import cluster, launch, superlink
 from fl_async.app.results import HISTORY
 from fl_async.bench import cli as bench_cli
 from fl_async.bench.runner import launcher_command
@@ -144,22 +145,11 @@ def test_the_address_reaches_the_simulation_as_ray_address(
     # Without an address, a Ray of its own (the launcher's head), even when `ray start` left a
     # cluster on this machine; stopped when the run ends.
     monkeypatch.delenv(cluster.RAY_ADDRESS)
-    heads = []
-
-    class Head:
-        def __init__(self, actors, env, **kwargs):
-            self.address, self.failure, self.temp_dir = "127.0.0.1:6390", None, str(tmp_path)
-            self.stopped = False
-            heads.append(self)
-
-        def stop(self, **kwargs):
-            self.stopped = True
-
-    monkeypatch.setattr(local_ray, "RayHead", Head)
+    heads = fake_heads(monkeypatch)
     with pytest.raises(_Started) as started:
         launch.main(["--app", str(ROOT), "--run-config", output])
     assert started.value.env[cluster.RAY_ADDRESS] == heads[0].address != grpc_head
-    assert heads[0].stopped
+    assert heads[0].stopped is not None
 
 
 def test_addresses_and_federation_options():

@@ -193,7 +193,7 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     from fl_async.app import outcome  # imported here for the same reason as preflight
 
     plan.output.mkdir(parents=True, exist_ok=True)
-    env = {**superlink.environment(), **cluster.ray_environment(address)}
+    env = superlink.environment()  # RAY_ADDRESS is added once the head (if any) is known
     where = f"{args.actors} at a time" if address is None else f"on the Ray cluster {address}"
     print(f"fl-async: {plan.nodes} virtual nodes, {where}; results -> {plan.output}")
     started = time.time()
