@@ -11,12 +11,17 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks
 
-from fl_async.app import launch, local_ray, preflight
+from fl_async.app import launch, local_ray, preflight, superlink
 
 SLEEPER = "import time; time.sleep(60)"
 REAL_HEAD = local_ray.RayHead
+DRIVER = """import sys, time, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+print("connected", flush=True)
+time.sleep(60)"""
 
 
 def head_with(monkeypatch, tmp_path: Path, script: str, on_failure) -> local_ray.RayHead:
@@ -114,3 +119,42 @@ def test_no_head_for_a_ray_cluster_for_ray_init_args_or_off_the_main_thread(tmp_
     thread.start()
     thread.join()
     assert found == [None]
+
+
+@pytest.mark.slow(seconds=10)
+def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path):
+    """Ray's defaults start an autoscaler monitor, and an idle worker per CPU for the first
+    driver: Python processes that a run never uses (Flower's actors get workers of their own)."""
+    head = local_ray.RayHead(
+        2, dict(os.environ), cwd=tmp_path, log_file=tmp_path / "ray.log", on_failure=lambda: None
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "Ray runtime started" not in (tmp_path / "ray.log").read_text():
+            assert head.failure is None and time.monotonic() < deadline, head.failure
+            time.sleep(0.2)
+        # Ray starts its idle workers when the first driver connects, as the simulation does.
+        driver = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, head.address], stdout=subprocess.PIPE, text=True
+        )
+        assert driver.stdout.readline() == "connected\n"
+        time.sleep(3)
+        tree = [_program(pid) for pid in superlink.descendants(head.process.pid)]
+        driver.kill()
+        driver.wait()
+    finally:
+        head.stop()
+    assert any(program.endswith("/raylet") for program in tree), tree
+    # An idle worker names itself "ray::IDLE" (Ray rewrites its command line).
+    unused = ("autoscaler/_private/monitor.py", "ray::IDLE")
+    assert not [program for program in tree if program.strip().endswith(unused)], tree
+
+
+def _program(pid: int) -> str:
+    """What process ``pid`` runs: its executable, or the script its Python runs."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    except OSError:  # ended since it was listed
+        return ""
+    scripts = [arg for arg in argv[1:3] if arg.endswith(".py")]
+    return scripts[0] if "python" in argv[0] and scripts else argv[0]

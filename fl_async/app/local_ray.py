@@ -31,6 +31,9 @@ START_TIMEOUT = 120.0
 """Seconds the head gets to answer before the run is stopped."""
 RAY_COMMAND = [sys.executable, "-m", "ray.scripts.scripts"]
 """Ray's command line (``ray``), run by this Python whatever ``PATH`` holds."""
+LEAN = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+"""No idle workers started ahead: Flower's actors carry a runtime environment, so Ray starts
+workers of their own for them, and the prestarted ones only cost a Python start-up each."""
 LOG = "ray.log"
 """The head's output (``ray start``), in the run's output directory."""
 
@@ -71,11 +74,13 @@ class RayHead:
             f"--dashboard-agent-listen-port={superlink.free_port()}",
             "--min-worker-port=0",
             "--max-worker-port=0",
+            # The autoscaler's monitor: a Python process with nothing to scale on a fixed head.
+            "--no-monitor",
         ]
         with log_file.open("w") as log:
             self.process = subprocess.Popen(
                 command,
-                env=env,
+                env={**env, **LEAN},
                 cwd=cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
