@@ -23,7 +23,7 @@ def _stop_ray():
 
 @pytest.mark.parametrize("strategy", sorted(STEPS))
 def test_python_m_fl_async_app_runs_the_preset(strategy, tmp_path):
-    history = run_app({**RUN, "strategy": strategy}, tmp_path / "run", nodes=NODES, actors=2)
+    history = run_app({**RUN, "strategy": strategy}, tmp_path / "run", nodes=NODES, actors=1)
     assert history["config"]["strategy"] == strategy
     assert history["num-updates"] == 8 and history["server-steps"] == STEPS[strategy]
     assert history["faults"] == {} and history["rejected"] == {}

@@ -81,7 +81,7 @@ def test_the_checks_before_a_run_name_what_is_wrong(hub, tmp_path):
 @pytest.mark.slow
 def test_python_m_fl_async_app_runs_femnist_split_by_writer(hub, tmp_path):
     run_config = femnist_config(hub, **{"max-updates": 6, "eval-every": 3, "local-steps": 2})
-    history = run_app(run_config, tmp_path / "run")
+    history = run_app(run_config, tmp_path / "run", actors=1)
     assert history["num-updates"] == 6 and history["faults"] == {}
     assert history["config"]["partition.scheme"] == "natural"
     assert history["final-accuracy"] is not None

@@ -133,7 +133,7 @@ def test_python_m_fl_async_app_runs_synthetic(tmp_path):
     run_config = synthetic_config(
         **{"synthetic.max-samples": 200, "max-updates": 8, "eval-every": 4, "local-steps": 2}
     )
-    history = run_app(run_config, tmp_path / "run")
+    history = run_app(run_config, tmp_path / "run", actors=1)
     assert history["num-updates"] == 8 and history["faults"] == {}
     assert history["model"]["class"] == "LogReg"
     assert history["final-accuracy"] is not None

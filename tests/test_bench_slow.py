@@ -103,14 +103,19 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
 
 def _check_a_sweep_with_two_jobs(tiny_suite: list[str], tmp_path: Path) -> None:
     """2 strategies x 2 server rates x 1 seed: the tiny suite's two runs are the sweep's default
-    points, and the other two run 2 at a time and then 1 at a time: the same records (but wall
-    times), and the same choice."""
+    points, and the other two run 2 at a time. Then one of them runs again alone (its directory
+    removed, the sweep resumed with 1 job): the same records (but wall times), the same choice."""
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid.ssgd]\nlr = [1.0, 0.5]\n[grid.asgd]\nlr = ["auto", 0.5]\n')
     records, chosen = {}, {}
     for jobs in (2, 1):
         out = tmp_path / f"jobs{jobs}"
-        shutil.copytree(tiny_suite[-1], out)
+        if jobs == 2:
+            shutil.copytree(tiny_suite[-1], out)
+        else:
+            shutil.copytree(tmp_path / "jobs2", out)
+            shutil.rmtree(out / "dirichlet" / "asgd-lr0.5-seed0")
+            (out / "tuned.json").unlink()
         argv = ["bench", "--sweep", str(grid), *TINY, "--jobs", str(jobs), "--out", str(out)]
         assert main(argv) == 0
         assert main(["bench", "--out", str(out), "--export", str(tmp_path / f"r{jobs}")]) == 0
