@@ -24,6 +24,7 @@ TINY = [
     # ASGD evaluated at every step too: its recorded grid must equal the one derived from
     # its evaluations, as SSGD's is derived
     "--run-config", "eval-every=1",
+    "--actors", "1",
 ]  # fmt: skip
 """The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
 
@@ -87,6 +88,7 @@ def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
         "--nodes", "5",
         "--rounds", "2",
         "--dataset", "fashion-mnist",
+        "--actors", "1",
         "--data-root", str(root),
         "--out", str(out),
     ]  # fmt: skip
