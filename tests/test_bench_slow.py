@@ -29,7 +29,7 @@ TINY = [
 """The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
 
 
-@pytest.mark.slow(seconds=210)
+@pytest.mark.slow(seconds=130)
 def test_a_tiny_suite_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
     """The tiny suite (SSGD and ASGD, seed 0) runs, resumes and reports; then a tiny sweep
     starts from its runs. One test, so that the suite runs once (pytest-xdist's groups, which
