@@ -10,7 +10,9 @@ through ``python -m fl_async.app``'s launcher (in this process) and returns its 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +97,7 @@ def run(
         server,
         client,
         num_supernodes=num_nodes,
-        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+        backend_config=backend_config(),
     )
     if not RESULTS:
         raise RuntimeError("the ServerApp did not finish: see the log above")
@@ -123,3 +125,30 @@ def run_app(
         argv += ["--actors", str(actors)]
     assert launch.main(argv) == 0
     return json.loads((output / HISTORY).read_text())
+
+
+def backend_config() -> dict[str, Any]:
+    """Two actors: in a Ray that Flower starts with 2 CPUs, or in the shared head (``RAY_ADDRESS``,
+    which has 2 and takes no CPU count from a driver that joins it)."""
+    config: dict[str, Any] = {"client_resources": {"num_cpus": 1}}
+    if "RAY_ADDRESS" not in os.environ:
+        config["init_args"] = {"num_cpus": 2}
+    return config
+
+
+@contextmanager
+def shared_ray(directory: Path) -> Iterator[None]:
+    """One Ray head (2 CPUs) that every in-process simulation inside joins (``RAY_ADDRESS``),
+    instead of each starting and stopping a Ray of its own; stopped at the end."""
+    from fl_async.app.local_ray import RayHead
+
+    head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
+                   on_failure=lambda: None)  # fmt: skip
+    try:
+        while not head.ready.wait(0.2):
+            assert head.failure is None, head.failure
+        os.environ["RAY_ADDRESS"] = head.address
+        yield
+    finally:
+        os.environ.pop("RAY_ADDRESS", None)
+        head.stop()

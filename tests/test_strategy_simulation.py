@@ -11,6 +11,14 @@ from fl_async.strategies import ASGD, ASP, GSGM, ODSGD, SSGD
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_ray_for_the_module(tmp_path_factory):
+    """Each simulation joins one Ray head rather than starting one: a Ray's start and stop
+    cost about 4 CPU-seconds, and what these tests check does not depend on it."""
+    with simapps.shared_ray(tmp_path_factory.mktemp("ray")):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _stop_ray():
     yield

@@ -57,6 +57,8 @@ class RayHead:
         self.temp_dir = tempfile.mkdtemp(prefix="fl-async-ray-", dir=_SHORT_TMP)
         self.failure: str | None = None
         """Why the head failed before it answered; None while it is starting or ready."""
+        self.ready = threading.Event()
+        """Set once the head's GCS answers."""
         command = [
             *RAY_COMMAND,
             "start",
@@ -104,6 +106,7 @@ class RayHead:
             elif time.monotonic() > deadline:
                 self.failure = f"the Ray head did not answer in {START_TIMEOUT:.0f} s"
             elif _answers(self.address):
+                self.ready.set()
                 return
             if self.failure is not None:
                 self._on_failure()
