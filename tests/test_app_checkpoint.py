@@ -13,7 +13,7 @@ RUN = {"num-rounds": 2, "eval-every": 2, "local-steps": 2, "checkpoint-every": 2
 
 def run_app(output, **overrides) -> dict:
     """One ``python -m fl_async.app`` (in this process) with ``RUN``; its history."""
-    return run_simulation({**RUN, **overrides}, output, nodes=NODES, actors=2)
+    return run_simulation({**RUN, **overrides}, output, nodes=NODES, actors=1)
 
 
 def comparable(history: dict) -> dict:
