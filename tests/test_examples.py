@@ -41,14 +41,10 @@ def test_a_standard_pytorch_app_runs_on_gsgm_after_a_one_line_change(tmp_path, m
 
 @pytest.mark.slow(seconds=60)
 def test_strategy_comparison_prints_a_row_per_strategy(tmp_path, capsys):
-    import importlib.util
-
-    path = EXAMPLES / "strategy-comparison" / "compare.py"
-    spec = importlib.util.spec_from_file_location("compare", path)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = _compare()
     code = compare.main(
         ["--strategies", "ssgd,asgd", "--rounds", "1", "--nodes", "3", "--out", str(tmp_path)]
+        + ["--actors", "1"]
     )
     assert code == 0
     table = capsys.readouterr().out
@@ -56,3 +52,21 @@ def test_strategy_comparison_prints_a_row_per_strategy(tmp_path, capsys):
     for name in ("ssgd", "asgd"):
         history = json.loads((tmp_path / name / "history.json").read_text())
         assert history["num-updates"] == 3
+
+
+def test_strategy_comparison_refuses_a_bad_actor_count(capsys):
+    with pytest.raises(SystemExit) as refused:
+        _compare().main(["--strategies", "ssgd", "--actors", "0"])
+    assert refused.value.code == 2
+    assert "--actors must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def _compare():
+    """examples/strategy-comparison/compare.py, loaded as a module."""
+    import importlib.util
+
+    path = EXAMPLES / "strategy-comparison" / "compare.py"
+    spec = importlib.util.spec_from_file_location("compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    return compare

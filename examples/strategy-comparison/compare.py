@@ -22,14 +22,18 @@ from fl_async.strategies import PRESETS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def compare(strategies: list[str], *, rounds: int, nodes: int, seed: int, out: Path) -> list[dict]:
-    """Run each strategy once; return its summary (final accuracy, virtual time, staleness)."""
+def compare(
+    strategies: list[str], *, rounds: int, nodes: int, seed: int, out: Path, actors: int | None
+) -> list[dict]:
+    """Run each strategy once (``actors`` ClientApps at once; None: the launcher's default, one
+    per core); return its summary (final accuracy, virtual time, staleness)."""
     rows = []
+    at_once = [] if actors is None else ["--actors", str(actors)]
     for name in strategies:
         directory = out / name
         code = launch(
             [
-                "--app", str(ROOT), "--nodes", str(nodes), "--run-config",
+                "--app", str(ROOT), "--nodes", str(nodes), *at_once, "--run-config",
                 f"strategy='{name}' num-rounds={rounds} seed={seed} output-dir='{directory}'",
             ]
         )  # fmt: skip
@@ -71,12 +75,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "comparison")
+    parser.add_argument(
+        "--actors", type=int, default=None, help="ClientApps at once (default: one per core)"
+    )
     args = parser.parse_args(argv)
     strategies = [s.strip().lower() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(strategies) - set(PRESETS))
     if unknown or not strategies:
         parser.error(f"unknown strategies {unknown}; allowed: {sorted(PRESETS)}")
-    rows = compare(strategies, rounds=args.rounds, nodes=args.nodes, seed=args.seed, out=args.out)
+    if args.actors is not None and args.actors < 1:
+        parser.error(f"--actors must be an integer >= 1, got {args.actors}")
+    rows = compare(
+        strategies,
+        rounds=args.rounds,
+        nodes=args.nodes,
+        seed=args.seed,
+        out=args.out,
+        actors=args.actors,
+    )
     print(table(rows))
     return 0
 
