@@ -59,7 +59,8 @@ def run_in_process(output: Path) -> dict:
         server,
         client_app,
         num_supernodes=NODES,
-        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+        # One actor, as in the launched run: the virtual clock orders the replies either way.
+        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 1}},
     )
     return json.loads((output / HISTORY).read_text())
 
@@ -73,6 +74,8 @@ def test_flwr_run_writes_results_and_run_simulation_repeats_them(tmp_path):
             str(ROOT),
             "--nodes",
             str(NODES),
+            "--actors",
+            "1",
             "--run-config",
             f"{budget} output-dir='{output}'",
         ]
