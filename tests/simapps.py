@@ -144,11 +144,15 @@ def shared_ray(directory: Path) -> Iterator[None]:
 
     head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
                    on_failure=lambda: None)  # fmt: skip
+    before = os.environ.get("RAY_ADDRESS")
     try:
         while not head.ready.wait(0.2):
             assert head.failure is None, head.failure
         os.environ["RAY_ADDRESS"] = head.address
         yield
     finally:
-        os.environ.pop("RAY_ADDRESS", None)
+        if before is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = before
         head.stop()
