@@ -129,6 +129,7 @@ def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path
     head = local_ray.RayHead(
         2, dict(os.environ), cwd=tmp_path, log_file=tmp_path / "ray.log", on_failure=lambda: None
     )
+    driver = None
     try:
         assert head.ready.wait(60), head.failure
         # Ray starts its idle workers when the first driver connects, as the simulation does.
@@ -138,9 +139,10 @@ def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path
         assert driver.stdout.readline() == "connected\n"
         time.sleep(3)
         tree = [_program(pid) for pid in superlink.descendants(head.process.pid)]
-        driver.kill()
-        driver.wait()
     finally:
+        if driver is not None:
+            driver.kill()
+            driver.wait()
         head.stop()
     assert any(program.endswith("/raylet") for program in tree), tree
     # An idle worker names itself "ray::IDLE" (Ray rewrites its command line).
