@@ -59,29 +59,9 @@ class RayHead:
         """Why the head failed before it answered; None while it is starting or ready."""
         self.ready = threading.Event()
         """Set once the head's GCS answers."""
-        command = [
-            *RAY_COMMAND,
-            "start",
-            "--head",
-            "--block",
-            "--disable-usage-stats",
-            "--include-dashboard=false",
-            f"--temp-dir={self.temp_dir}",
-            f"--port={port}",
-            f"--num-cpus={actors}",
-            # Fixed by default (10001, 8265, 52365, workers from 10002 up): two runs at once on
-            # one machine would collide. 0: workers and drivers take ports the system gives.
-            f"--ray-client-server-port={superlink.free_port()}",
-            f"--dashboard-port={superlink.free_port()}",
-            f"--dashboard-agent-listen-port={superlink.free_port()}",
-            "--min-worker-port=0",
-            "--max-worker-port=0",
-            # The autoscaler's monitor: a Python process with nothing to scale on a fixed head.
-            "--no-monitor",
-        ]
         with log_file.open("w") as log:
             self.process = subprocess.Popen(
-                command,
+                _command(port, actors, self.temp_dir),
                 env={**env, **LEAN},
                 cwd=cwd,
                 stdout=log,
@@ -125,6 +105,30 @@ class RayHead:
 
 
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
+
+
+def _command(port: int, actors: int, temp_dir: str) -> list[str]:
+    """``ray start`` for a head on ``port`` with ``actors`` CPUs, its files under ``temp_dir``."""
+    return [
+        *RAY_COMMAND,
+        "start",
+        "--head",
+        "--block",
+        "--disable-usage-stats",
+        "--include-dashboard=false",
+        f"--temp-dir={temp_dir}",
+        f"--port={port}",
+        f"--num-cpus={actors}",
+        # Fixed by default (10001, 8265, 52365, workers from 10002 up): two runs at once on
+        # one machine would collide. 0: workers and drivers take ports the system gives.
+        f"--ray-client-server-port={superlink.free_port()}",
+        f"--dashboard-port={superlink.free_port()}",
+        f"--dashboard-agent-listen-port={superlink.free_port()}",
+        "--min-worker-port=0",
+        "--max-worker-port=0",
+        # The autoscaler's monitor: a Python process with nothing to scale on a fixed head.
+        "--no-monitor",
+    ]
 
 
 def _answers(address: str) -> bool:
