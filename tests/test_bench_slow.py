@@ -109,23 +109,27 @@ def _check_a_sweep_with_two_jobs(tiny_suite: list[str], tmp_path: Path) -> None:
     removed, the sweep resumed with 1 job): the same records (but wall times), the same choice."""
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid.ssgd]\nlr = [1.0, 0.5]\n[grid.asgd]\nlr = ["auto", 0.5]\n')
-    records, chosen = {}, {}
-    for jobs in (2, 1):
-        out = tmp_path / f"jobs{jobs}"
-        if jobs == 2:
-            shutil.copytree(tiny_suite[-1], out)
-        else:
-            shutil.copytree(tmp_path / "jobs2", out)
-            shutil.rmtree(out / "dirichlet" / "asgd-lr0.5-seed0")
-            (out / "tuned.json").unlink()
-        argv = ["bench", "--sweep", str(grid), *TINY, "--jobs", str(jobs), "--out", str(out)]
-        assert main(argv) == 0
-        assert main(["bench", "--out", str(out), "--export", str(tmp_path / f"r{jobs}")]) == 0
-        records[jobs] = _without_wall_times(load_records(tmp_path / f"r{jobs}"))
-        chosen[jobs] = json.loads((out / "tuned.json").read_text())["chosen"]
-    assert set(records[1]["dirichlet"]) == {"ssgd", "ssgd-lr0.5", "asgd", "asgd-lr0.5"}
-    assert records[2] == records[1]
-    assert chosen[2] == chosen[1] and set(chosen[1]) == {"ssgd", "asgd"}
+    together, alone = tmp_path / "jobs2", tmp_path / "jobs1"
+    shutil.copytree(tiny_suite[-1], together)
+    records2, chosen2 = _sweep(grid, together, jobs=2)
+    shutil.copytree(together, alone)
+    shutil.rmtree(alone / "dirichlet" / "asgd-lr0.5-seed0")
+    (alone / "tuned.json").unlink()
+    records1, chosen1 = _sweep(grid, alone, jobs=1)
+    assert set(records1["dirichlet"]) == {"ssgd", "ssgd-lr0.5", "asgd", "asgd-lr0.5"}
+    assert records2 == records1
+    assert chosen2 == chosen1 and set(chosen1) == {"ssgd", "asgd"}
+
+
+def _sweep(grid: Path, out: Path, *, jobs: int) -> tuple[object, dict]:
+    """The tiny sweep over ``grid`` in ``out`` with ``jobs`` runs at once: its exported records
+    without wall times, and the settings it chose."""
+    argv = ["bench", "--sweep", str(grid), *TINY, "--jobs", str(jobs), "--out", str(out)]
+    assert main(argv) == 0
+    exported = out.with_name(f"{out.name}-records")
+    assert main(["bench", "--out", str(out), "--export", str(exported)]) == 0
+    chosen = json.loads((out / "tuned.json").read_text())["chosen"]
+    return _without_wall_times(load_records(exported)), chosen
 
 
 def _without_wall_times(value: object) -> object:
