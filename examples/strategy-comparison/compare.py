@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fl_async.app.launch import main as launch
 from fl_async.strategies import PRESETS
+from fl_async.validation import InvalidArgument, check_int
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(strategies) - set(PRESETS))
     if unknown or not strategies:
         parser.error(f"unknown strategies {unknown}; allowed: {sorted(PRESETS)}")
-    if args.actors is not None and args.actors < 1:
-        parser.error(f"--actors must be an integer >= 1, got {args.actors}")
+    if args.actors is not None:
+        try:
+            check_int("--actors", args.actors, minimum=1)
+        except InvalidArgument as error:
+            parser.error(str(error))
     rows = compare(
         strategies,
         rounds=args.rounds,
