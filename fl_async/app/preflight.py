@@ -23,8 +23,8 @@ from flwr.common.config import parse_config_args
 
 from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG
-from fl_async.app.server_run import build_strategy, make_clock
-from fl_async.clients.device import select_device
+from fl_async.app.strategy_build import build_strategy, make_clock
+from fl_async.clients.device import check_device
 from fl_async.clients.node_data import synthetic_of
 from fl_async.config import DataSpec
 from fl_async.data import Synthetic, load_labels
@@ -94,7 +94,7 @@ def check_server_side(config: AppConfig, output: Path) -> None:
     labels, split them, build the clock and the strategy (which checks the preset's
     hyperparameters)."""
     try:
-        select_device(config.device)
+        check_device(config.device)
     except (RuntimeError, ValueError) as error:
         raise InvalidArgument(f"run config 'device' = {config.device!r}: {error}") from error
     synthetic = synthetic_of(config.data, config.num_nodes)

@@ -15,7 +15,6 @@ from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.common.logger import log
@@ -25,6 +24,7 @@ from torch import nn
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import history_of, write_results
+from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
 from fl_async.clients.device import limit_torch_threads, select_device
 from fl_async.clients.node_data import RunData, load_run_data, new_model
@@ -33,9 +33,7 @@ from fl_async.extras import require
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
-from fl_async.scheduling import VirtualClock, ranking_by_classes
-from fl_async.strategies import PRESETS, AsyncResult, AsyncStrategy, UpdateGuard
-from fl_async.strategies.nodes import AT_ONCE
+from fl_async.strategies import AsyncResult, AsyncStrategy
 from fl_async.tracking import log_run, require_backend
 
 
@@ -214,69 +212,6 @@ def _log_checkpoints(config: AppConfig, directory: Path, output: Path) -> None:
         "the same command run again starts over in a new directory. To resume from this "
         "checkpoint, run with --run-config \"output-dir='%s'\" (and the same other settings)",
         config.checkpoint_every, directory, output)  # fmt: skip
-
-
-def make_clock(config: AppConfig, counts: np.ndarray) -> VirtualClock | None:
-    """The virtual clock of ``config`` (None for ``clock = "real"``).
-
-    ``correlate`` ranks node speeds by the classes each partition holds (row ``i`` of
-    ``counts`` is partition ``i``, which is the node's stable id).
-    """
-    if config.clock == "real":
-        return None
-    ranking = None
-    if config.correlate != "none":
-        ranking = ranking_by_classes(counts, fast=config.correlate.split("-")[0])
-    # sigma belongs to the lognormal model only; VirtualClock rejects it for the others.
-    sigma = {"sigma": config.clock_sigma} if config.clock_speed == "lognormal" else {}
-    return VirtualClock(
-        seed=config.seed,
-        speed=config.clock_speed,
-        **sigma,
-        jitter=config.clock_jitter,
-        trace=config.clock_trace or None,
-        ranking=ranking,
-    )
-
-
-def build_strategy(
-    config: AppConfig, *, clock: VirtualClock | None, output: Path | None = None
-) -> AsyncStrategy:
-    """The preset ``config.strategy`` with its hyperparameters and the run's settings."""
-    checkpoint_dir = None
-    if config.checkpoint_every is not None:
-        if output is None:
-            raise ValueError("checkpoint-every needs an output directory")
-        checkpoint_dir = output / "checkpoint"
-    try:
-        return PRESETS[config.strategy](
-            **config.hyperparameters,
-            clock=clock,
-            min_nodes=config.num_nodes,
-            max_in_flight=config.max_in_flight,
-            eval_every=config.eval_every,
-            eval_grid=config.eval_grid,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_every=config.checkpoint_every,
-            federated_evaluation=config.federated_evaluation,
-            seed=config.seed,
-            guard=_guard(config),
-            send_ahead=int(config.values["send-ahead"]) or None,
-            identify_nodes=AT_ONCE,  # fl-async's own ClientApp answers the query
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"run config for strategy {config.strategy!r}: {error}") from error
-
-
-def _guard(config: AppConfig) -> UpdateGuard:
-    """The update guard of the ``guard.*`` keys (``guard.factor = 0``: off)."""
-    values = config.values
-    return UpdateGuard(
-        factor=float(values["guard.factor"]),
-        mode=str(values["guard.mode"]),
-        window=int(values["guard.window"]),
-        warmup=int(values["guard.warmup"]),
-    )
 
 
 def _describe(strategy: AsyncStrategy) -> dict[str, Any]:

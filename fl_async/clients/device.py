@@ -1,12 +1,15 @@
 """``select_device``: CUDA, then Apple's MPS, then the CPU, unless the user names one;
+``check_device``: the same refusals without importing torch where no accelerator is named;
 ``limit_torch_threads``: the torch threads of a ClientApp or of the ServerApp's evaluation."""
 
 from __future__ import annotations
 
 import re
 import sys
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
 PREFERENCES = ("auto", "cpu", "cuda", "cuda:<index>", "mps")
@@ -15,6 +18,8 @@ PREFERENCES = ("auto", "cpu", "cuda", "cuda:<index>", "mps")
 def select_device(preference: str = "auto") -> torch.device:
     """The torch device for ``preference``; a named device that is not available raises
     ``RuntimeError`` saying why, rather than silently falling back to the CPU."""
+    import torch  # here: check_device serves the launcher, which runs without torch
+
     choice = preference.strip().lower()
     if choice == "auto":
         if torch.cuda.is_available():
@@ -51,6 +56,17 @@ def select_device(preference: str = "auto") -> torch.device:
     return torch.device(choice)
 
 
+def check_device(preference: str) -> None:
+    """Refuse ``preference`` as ``select_device`` would: ``auto`` and ``cpu`` always work and are
+    accepted without importing torch; a named accelerator is looked for."""
+    choice = preference.strip().lower()
+    if choice in ("auto", "cpu"):
+        return
+    if choice != "mps" and _CUDA.match(choice) is None:
+        raise ValueError(f"unknown device {preference!r}; choose one of {', '.join(PREFERENCES)}")
+    select_device(preference)
+
+
 def in_ray_simulation() -> bool:
     """Whether this process runs inside a Ray simulation: a Ray actor, or the process that
     started Ray (Flower's simulation runs the ServerApp there, beside its actors)."""
@@ -66,6 +82,8 @@ def limit_torch_threads(threads: int) -> int:
     in a process only competes with them, and a parallel op that waits for a thread the kernel
     gave to another process stalls (docs/running.md, "Threads").
     """
+    import torch
+
     if threads == 0 and in_ray_simulation():
         threads = 1
     if threads > 0 and torch.get_num_threads() != threads:

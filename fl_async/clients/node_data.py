@@ -14,16 +14,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch import nn
 
 from fl_async.config import SYNTHETIC, DataSpec
-from fl_async.data import Examples, FederatedData, Synthetic, load_dataset
-from fl_async.data.synthetic import NUM_CLASSES
-from fl_async.models import build_model
+from fl_async.data.loader import load_dataset
+from fl_async.data.synthetic import NUM_CLASSES, Synthetic
 from fl_async.partitioning import natural_assignment
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from fl_async.data.imageset import Examples, FederatedData
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ def _generated(synthetic: Synthetic, devices: tuple[int, ...]) -> FederatedData:
 
 def new_model(spec: DataSpec, data: FederatedData | RunData, seed: int = 0) -> nn.Module:
     """The run's model for ``data``'s input shape, initialised from ``seed`` alone."""
+    # Imported here, with torch: the launcher's checks use this module's synthetic_of only.
+    from fl_async.models import build_model
+
     shape = data.input_shape
     if len(shape) == 1:
         return build_model(

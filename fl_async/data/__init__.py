@@ -1,21 +1,53 @@
 """Datasets as in-memory tensors: uint8 images (the embedded MNIST default, torchvision and Hugging
-Face sources, a user's own folders; normalised one batch at a time) and float32 feature vectors."""
+Face sources, a user's own folders; normalised one batch at a time) and float32 feature vectors.
 
-from fl_async.data.features import FeatureSet
-from fl_async.data.imageset import (
-    Examples,
-    FederatedData,
-    ImageSet,
-    Indices,
-    as_index,
-    channel_stats,
-    iter_batches,
-    normalize,
-)
-from fl_async.data.loader import NAMES, SOURCES, load_dataset, load_labels, load_owners
-from fl_async.data.sources import HUB_IDS, default_root
-from fl_async.data.split import stratified_split
-from fl_async.data.synthetic import Synthetic
+Each name is imported from its module on first use (PEP 562): the launcher checks a run's
+labels and split with numpy alone, without the second or two that importing torch costs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fl_async.data.features import FeatureSet
+    from fl_async.data.imageset import (
+        Examples,
+        FederatedData,
+        ImageSet,
+        Indices,
+        as_index,
+        channel_stats,
+        iter_batches,
+        normalize,
+    )
+    from fl_async.data.loader import NAMES, SOURCES, load_dataset, load_labels, load_owners
+    from fl_async.data.sources import HUB_IDS, default_root
+    from fl_async.data.split import stratified_split
+    from fl_async.data.synthetic import Synthetic
+
+_MODULE_OF = {
+    "FeatureSet": "features",
+    **dict.fromkeys(
+        (
+            "Examples",
+            "FederatedData",
+            "ImageSet",
+            "Indices",
+            "as_index",
+            "channel_stats",
+            "iter_batches",
+            "normalize",
+        ),
+        "imageset",
+    ),  # fmt: skip
+    **dict.fromkeys(("NAMES", "SOURCES", "load_dataset", "load_labels", "load_owners"), "loader"),
+    "HUB_IDS": "sources",
+    "default_root": "sources",
+    "stratified_split": "split",
+    "Synthetic": "synthetic",
+}
 
 __all__ = [
     "HUB_IDS",
@@ -37,3 +69,17 @@ __all__ = [
     "normalize",
     "stratified_split",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``fl_async.data.<name>``, imported from its module the first time it is asked for."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fl_async.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"fl_async.data.{module}"), name)
+    globals()[name] = value  # later lookups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,12 +6,14 @@ import functools
 import gzip
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from fl_async.data.imageset import FederatedData, federated_data
 from fl_async.data.split import stratified_split
+
+if TYPE_CHECKING:
+    from fl_async.data.imageset import FederatedData
 
 NUM_CLASSES = 10
 
@@ -50,6 +52,11 @@ def mnist_labels(*, test_fraction: float, split_seed: int) -> np.ndarray:
 
 def load_mnist(*, test_fraction: float, split_seed: int) -> FederatedData:
     """The embedded MNIST split into train and test (stratified, fixed by ``split_seed``)."""
+    # torch here, not at the top: the launcher reads the labels above without it.
+    import torch
+
+    from fl_async.data.imageset import federated_data
+
     images, labels = _read_csv()
     train, test = stratified_split(labels, test_fraction=test_fraction, seed=split_seed)
     # Fancy indexing copies, so callers own their tensors and the cached arrays stay intact.

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Literal, get_args
 import numpy as np
 
 from fl_async.data.embedded import load_mnist, mnist_labels
-from fl_async.data.imageset import FederatedData
 from fl_async.data.sources import HUB_ID, HUB_IDS, default_root, fetch_command
 from fl_async.data.split import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION
 from fl_async.data.synthetic import NAME as SYNTHETIC
@@ -21,6 +20,8 @@ from fl_async.validation import InvalidArgument, check_choice
 
 if TYPE_CHECKING:
     import datasets
+
+    from fl_async.data.imageset import FederatedData
 
 Source = Literal["auto", "torchvision", "huggingface"]
 SOURCES: tuple[str, ...] = get_args(Source)

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from fl_async.data.features import FeatureSet
-from fl_async.data.imageset import FederatedData
 from fl_async.validation import InvalidArgument, check_bool, check_int, check_number, check_seed
 
 NAME = "synthetic"
@@ -33,6 +31,10 @@ SIZE_LOG_MEAN, SIZE_LOG_SIGMA, MIN_SAMPLES = 4.0, 2.0, 50
 """Samples of a device: ``int(lognormal(4, 2)) + 50``, as FedProx's generator draws them."""
 TRAIN_TENTHS = 9
 """Each device's first ``⌊9 n / 10⌋`` samples train, the rest are its test samples (FedProx)."""
+
+if TYPE_CHECKING:
+    from fl_async.data.features import FeatureSet
+    from fl_async.data.imageset import FederatedData
 
 _DEVICE_STREAM, _SHARED_STREAM = 1, 2  # the middle word of each generator's seed
 _CHUNK = 1 << 15  # rows per draw: a 7.9 MB float32 block, 16 MB of float64 logits
@@ -128,7 +130,7 @@ class Synthetic:
         _, labels, test_x, test_y = self._pool(
             range(self.devices), train_features=False, test_features=True
         )
-        return labels, FeatureSet(torch.from_numpy(test_x), torch.from_numpy(test_y))
+        return labels, _feature_set(test_x, test_y)
 
     def load(self, devices: Iterable[int] | None = None) -> FederatedData:
         """The train and test splits of ``devices`` (default: all), pooled in the order given:
@@ -141,10 +143,12 @@ class Synthetic:
             chosen, train_features=True, test_features=True
         )
         train = train_size(np.array([self.size(k) for k in chosen], dtype=np.int64))
+        from fl_async.data.imageset import FederatedData
+
         return FederatedData(
             name=NAME,
-            train=FeatureSet(torch.from_numpy(train_x), torch.from_numpy(train_y)),
-            test=FeatureSet(torch.from_numpy(test_x), torch.from_numpy(test_y)),
+            train=_feature_set(train_x, train_y),
+            test=_feature_set(test_x, test_y),
             num_classes=NUM_CLASSES,
             owners=np.repeat(np.array(chosen, dtype=np.int64), train),
         )
@@ -224,6 +228,15 @@ class Synthetic:
 def train_size(num_samples: np.ndarray | int) -> np.ndarray | int:
     """Training samples of a device with ``num_samples`` samples: ``⌊9 n / 10⌋``."""
     return num_samples * TRAIN_TENTHS // 10
+
+
+def _feature_set(features: np.ndarray, labels: np.ndarray) -> FeatureSet:
+    # torch here, not at the top: labels() and owners() serve the launcher, which runs without it.
+    import torch
+
+    from fl_async.data.features import FeatureSet
+
+    return FeatureSet(torch.from_numpy(features), torch.from_numpy(labels))
 
 
 def _labels(features: np.ndarray, model: DeviceModel) -> np.ndarray:

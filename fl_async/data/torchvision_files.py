@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from fl_async.data.imageset import FederatedData, federated_data
 from fl_async.data.sources import fetch_command
 
 if TYPE_CHECKING:
+    import torch
     from torchvision.datasets import CIFAR10, MNIST
+
+    from fl_async.data.imageset import FederatedData
 
 _IDX_FILES = (
     "train-images-idx3-ubyte",
@@ -59,6 +60,8 @@ TORCHVISION_SETS: dict[str, TorchvisionSet] = {
 
 def load_torchvision(name: str, *, root: Path, download: bool) -> FederatedData:
     """Read ``name`` with its torchvision class from ``root`` (downloading only when asked)."""
+    from fl_async.data.imageset import federated_data
+
     train = _open(name, root=root, train=True, download=download)
     test = _open(name, root=root, train=False, download=False)
     return federated_data(
@@ -113,6 +116,10 @@ def _decompress_idx(spec: TorchvisionSet, root: Path) -> None:
 
 
 def _tensors(dataset: MNIST | CIFAR10) -> tuple[torch.Tensor, torch.Tensor]:
+    # torch here (torchvision has loaded it by now): the launcher imports this module for its
+    # table of datasets only, and runs without torch.
+    import torch
+
     labels = torch.as_tensor(np.asarray(dataset.targets, dtype=np.int64))
     data = dataset.data
     if isinstance(data, torch.Tensor):  # the MNIST family: N×H×W uint8

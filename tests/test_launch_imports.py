@@ -1,0 +1,64 @@
+"""The launcher's checks run without torch: importing it costs a launch a second or two (and as
+much CPU), and only a named accelerator needs it to be looked for."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fl_async.clients.device import PREFERENCES, check_device
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_PREPARE = """
+import sys
+from fl_async.app import launch, preflight
+for run_config in sys.argv[2:]:
+    args = launch.build_parser().parse_args(["--app", sys.argv[1], "--run-config", run_config])
+    args.actors = 2
+    plan = preflight.prepare(args)
+    print(plan.config.strategy, plan.nodes, plan.config.data.dataset)
+print("torch imported:", "torch" in sys.modules)
+"""
+
+
+def test_the_checks_of_a_launch_import_no_torch(tmp_path: Path) -> None:
+    """The default run, a Synthetic natural split and a checkpointed run are checked in full
+    (labels read, split, clock and strategy built, checkpoint looked for) with no torch."""
+    configs = [
+        "",
+        "dataset='synthetic' partition.scheme='natural' num-nodes=6",
+        f"strategy='asgd' checkpoint-every=5 output-dir='{tmp_path / 'run'}'",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARE, str(ROOT), *configs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[:3] == ["gsgm 20 mnist", "gsgm 6 synthetic", "asgd 20 mnist"]
+    assert lines[-1] == "torch imported: False"
+
+
+@pytest.mark.parametrize("preference", ["auto", "cpu", " CPU "])
+def test_check_device_accepts_what_always_works(preference: str) -> None:
+    check_device(preference)
+
+
+def test_check_device_refuses_an_unknown_device_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown device 'gpu'; choose one of") as refused:
+        check_device("gpu")
+    assert all(choice in str(refused.value) for choice in PREFERENCES)
+
+
+def test_check_device_looks_for_a_named_gpu() -> None:
+    import torch
+
+    if torch.cuda.device_count() > 7:
+        pytest.skip("this machine has 8 GPUs")
+    with pytest.raises(RuntimeError, match="'cuda:7' is not available"):
+        check_device("cuda:7")
