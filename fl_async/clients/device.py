@@ -39,7 +39,7 @@ def select_device(preference: str = "auto") -> torch.device:
         return torch.device("mps")
     match = _CUDA.match(choice)
     if match is None:
-        raise ValueError(f"unknown device {preference!r}; choose one of {', '.join(PREFERENCES)}")
+        raise _unknown(preference)
     if not torch.cuda.is_available():
         build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA support"
         raise RuntimeError(
@@ -63,8 +63,12 @@ def check_device(preference: str) -> None:
     if choice in ("auto", "cpu"):
         return
     if choice != "mps" and _CUDA.match(choice) is None:
-        raise ValueError(f"unknown device {preference!r}; choose one of {', '.join(PREFERENCES)}")
+        raise _unknown(preference)
     select_device(preference)
+
+
+def _unknown(preference: str) -> ValueError:
+    return ValueError(f"unknown device {preference!r}; choose one of {', '.join(PREFERENCES)}")
 
 
 def in_ray_simulation() -> bool:
