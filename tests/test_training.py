@@ -1,12 +1,17 @@
 """Local training and evaluation on the embedded MNIST: learning, determinism, the proximal term."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from fl_async.clients import evaluate, train
+from fl_async.clients.sgd import LocalSGD
 from fl_async.data import load_dataset
 from fl_async.models import build_model
+from fl_async.validation import InvalidArgument
 
 PART = np.arange(256)
 
@@ -126,3 +131,50 @@ def test_batchnorm_model_trains_and_updates_running_stats(mnist):
     metrics = train(model, mnist.train, PART[:64], steps=2, batch_size=32, seed=0, device="cpu")
     assert metrics["steps"] == 2
     assert int(model.state_dict()["stem.1.num_batches_tracked"]) == 2
+
+
+@pytest.mark.parametrize(("momentum", "weight_decay"), [(0.0, 0.0), (0.9, 0.0), (0.5, 1e-3)])
+def test_local_sgd_gives_torch_optim_sgds_weights_bit_for_bit(momentum, weight_decay):
+    """Five steps of LocalSGD and of torch.optim.SGD from the same weights and batches: equal
+    parameters after every step, and no torch._dynamo needed for LocalSGD."""
+    models = [cnn(seed=3), cnn(seed=3)]
+    ours = LocalSGD(list(models[0].parameters()), lr=0.05, momentum=momentum,
+                    weight_decay=weight_decay)  # fmt: skip
+    theirs = torch.optim.SGD(models[1].parameters(), lr=0.05, momentum=momentum,
+                             weight_decay=weight_decay)  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        x = torch.randn(8, 1, 28, 28, generator=generator)
+        y = torch.randint(0, 10, (8,), generator=generator)
+        for model, optimizer in zip(models, (ours, theirs), strict=True):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("setting", ["lr", "momentum", "weight_decay"])
+def test_local_sgd_refuses_a_negative_setting_naming_it(setting):
+    values = {"lr": 0.1, "momentum": 0.0, "weight_decay": 0.0, setting: -1.0}
+    with pytest.raises(InvalidArgument, match=f"{setting} must be >= 0, got -1.0"):
+        LocalSGD([torch.zeros(2, requires_grad=True)], **values)
+
+
+def test_training_in_a_fresh_process_imports_no_torch_dynamo():
+    """torch.optim's optimizers import torch._dynamo when built (about a second); train() does
+    not need it."""
+    code = (
+        "import sys, torch\n"
+        "from fl_async.clients import train\n"
+        "from fl_async.data.features import FeatureSet\n"
+        "from fl_async.models import build_model\n"
+        "data = FeatureSet(torch.randn(40, 5), torch.randint(0, 3, (40,)))\n"
+        "model = build_model('logreg', num_classes=3, num_features=5)\n"
+        "train(model, data, steps=3, lr=0.1, momentum=0.9)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

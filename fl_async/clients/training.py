@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from fl_async.clients.sgd import LocalSGD
 from fl_async.data import Examples, Indices, as_index, iter_batches
 from fl_async.validation import InvalidArgument
 
@@ -43,7 +44,7 @@ def train(
     model.to(device).train()
     params = [p for p in model.parameters() if p.requires_grad]
     start = [p.detach().clone() for p in params] if proximal_mu > 0 else []
-    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    optimizer = LocalSGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     # A private generator: the order depends on ``seed`` only, never on torch's global state.
     generator = torch.Generator().manual_seed(seed)
     batches = _schedule(data, index, epochs, steps, batch_size, generator, device)
@@ -74,7 +75,7 @@ def _check_budget(epochs: int | None, steps: int | None, proximal_mu: float) -> 
 def _fit(
     model: nn.Module,
     batches: Iterator,
-    optimizer: torch.optim.Optimizer,
+    optimizer: LocalSGD,
     proximal: tuple[list, list, float],
     device: torch.device,
 ) -> tuple[float, float, int, int]:
@@ -93,7 +94,7 @@ def _fit(
         logits = model(x)
         loss = functional.cross_entropy(logits, y)
         objective = loss + _proximal(params, start, proximal_mu) if start else loss
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         objective.backward()
         optimizer.step()
         loss_sum += loss.detach() * len(y)
