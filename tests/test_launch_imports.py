@@ -1,6 +1,7 @@
 """The launcher's checks run without torch: importing it costs a launch a second or two (and as
 much CPU), and only a named accelerator needs it to be looked for."""
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,13 @@ def test_check_device_looks_for_a_named_gpu() -> None:
         pytest.skip("this machine has 8 GPUs")
     with pytest.raises(RuntimeError, match="'cuda:7' is not available"):
         check_device("cuda:7")
+
+
+@pytest.mark.parametrize("package", ["fl_async.data", "fl_async.clients"])
+def test_a_package_of_lazy_names_lists_them_and_refuses_others(package: str) -> None:
+    """Every public name is listed and importable; an unknown one is an AttributeError."""
+    module = importlib.import_module(package)
+    assert set(module.__all__) <= set(dir(module))
+    assert all(getattr(module, name) is not None for name in module.__all__)
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nope'"):
+        _ = module.nope

@@ -6,8 +6,9 @@ the launcher's checks without importing torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fl_async.lazy import lazy_names
 
 if TYPE_CHECKING:
     from fl_async.clients.device import select_device
@@ -18,15 +19,4 @@ _MODULE_OF = {"select_device": "device", "evaluate": "training", "train": "train
 __all__ = ["evaluate", "select_device", "train"]
 
 
-def __getattr__(name: str) -> Any:
-    """``fl_async.clients.<name>``, imported from its module the first time it is asked for."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fl_async.clients' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fl_async.clients.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())

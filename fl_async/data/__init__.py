@@ -7,8 +7,9 @@ labels and split with numpy alone, without the second or two that importing torc
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fl_async.lazy import lazy_names
 
 if TYPE_CHECKING:
     from fl_async.data.features import FeatureSet
@@ -71,15 +72,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``fl_async.data.<name>``, imported from its module the first time it is asked for."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fl_async.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fl_async.data.{module}"), name)
-    globals()[name] = value  # later lookups find it without coming here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())
