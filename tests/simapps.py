@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from flwr.app import ConfigRecord, Context, Error, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
@@ -127,12 +128,13 @@ def run_app(
     return json.loads((output / HISTORY).read_text())
 
 
-def backend_config() -> dict[str, Any]:
-    """Two actors: in a Ray that Flower starts with 2 CPUs, or in the shared head (``RAY_ADDRESS``,
-    which has 2 and takes no CPU count from a driver that joins it)."""
+def backend_config(actors: int = 2) -> dict[str, Any]:
+    """``actors`` actors of one CPU each: in a Ray that Flower starts with that many CPUs, or in
+    the head at ``RAY_ADDRESS`` (``shared_ray``'s has 2), which takes no CPU count from a driver
+    that joins it."""
     config: dict[str, Any] = {"client_resources": {"num_cpus": 1}}
     if "RAY_ADDRESS" not in os.environ:
-        config["init_args"] = {"num_cpus": 2}
+        config["init_args"] = {"num_cpus": actors}
     return config
 
 
@@ -144,15 +146,11 @@ def shared_ray(directory: Path) -> Iterator[None]:
 
     head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
                    on_failure=lambda: None)  # fmt: skip
-    before = os.environ.get("RAY_ADDRESS")
     try:
         while not head.ready.wait(0.2):
             assert head.failure is None, head.failure
-        os.environ["RAY_ADDRESS"] = head.address
-        yield
+        with pytest.MonkeyPatch.context() as patch:  # puts back a RAY_ADDRESS set before
+            patch.setenv("RAY_ADDRESS", head.address)
+            yield
     finally:
-        if before is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = before
         head.stop()

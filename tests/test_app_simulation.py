@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import simapps
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
@@ -60,7 +61,7 @@ def run_in_process(output: Path) -> dict:
         client_app,
         num_supernodes=NODES,
         # One actor, as in the launched run: the virtual clock orders the replies either way.
-        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 1}},
+        backend_config=simapps.backend_config(actors=1),
     )
     return json.loads((output / HISTORY).read_text())
 

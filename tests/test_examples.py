@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import simapps
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,7 @@ def test_a_standard_pytorch_app_runs_on_gsgm_after_a_one_line_change(tmp_path, m
         server_app.app,
         client_app.app,
         num_supernodes=3,
-        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+        backend_config=simapps.backend_config(),
     )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["updates"] >= 6
