@@ -67,8 +67,10 @@ def test_check_device_looks_for_a_named_gpu() -> None:
 
 @pytest.mark.parametrize("package", ["fl_async.data", "fl_async.clients"])
 def test_a_package_of_lazy_names_lists_them_and_refuses_others(package: str) -> None:
-    """Every public name is listed and importable; an unknown one is an AttributeError."""
+    """The names loaded on first use are exactly the public ones; each is listed and importable;
+    an unknown one is an AttributeError."""
     module = importlib.import_module(package)
+    assert set(module._MODULE_OF) == set(module.__all__)
     assert set(module.__all__) <= set(dir(module))
     assert all(getattr(module, name) is not None for name in module.__all__)
     with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nope'"):
