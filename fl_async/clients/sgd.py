@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch.optim.sgd import sgd
 
-from fl_async.validation import InvalidArgument
+from fl_async.validation import check_number
 
 
 class LocalSGD:
@@ -24,8 +24,7 @@ class LocalSGD:
         self, params: list[torch.Tensor], *, lr: float, momentum: float, weight_decay: float
     ) -> None:
         for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
-            if not value >= 0:
-                raise InvalidArgument(f"{name} must be >= 0, got {value!r}")
+            check_number(name, value, minimum=0, finite=False)
         self.params = list(params)
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self._buffers: dict[int, torch.Tensor | None] = {}  # by position in params
