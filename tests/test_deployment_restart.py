@@ -257,8 +257,13 @@ def test_run_resumes_after_a_superlink_restart(
         assert final is not None and final.num_updates == NUM_UPDATES
         records = [{"index": i, **r} for i, r in sorted(final.train_metrics.items())]
         assert records == result["updates"]
-        runs = {r["status"] for r in deployment.runs_status()}
-        assert runs == {"finished:failed", "finished:completed"}, deployment.runs_status()
+        # The crashed run is marked failed once the SuperLink sees it gone: on a loaded machine
+        # that can come after the resumed run ended (seen with three pytest workers on 2 cores).
+        ended = {"finished:failed", "finished:completed"}
+        wait_until(lambda: {r["status"] for r in deployment.runs_status()} == ended,
+                   timeout=120, what=f"the two runs {sorted(ended)}",
+                   context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
+                   interval=2.0)  # fmt: skip
         assert all(proc.running() for proc in deployment.supernodes.values())
         print(report(crash, crashed_result, result, superexec, started, restarted_at))
     finally:
