@@ -195,6 +195,17 @@ def check_crashed_run_stayed_down(
     return crashed_result
 
 
+def wait_for_both_runs_ended(deployment: FlowerDeployment) -> None:
+    """Until the SuperLink lists the crashed run as failed and the resumed one as completed.
+    The crashed run is marked failed once the SuperLink sees it gone: on a loaded machine that
+    can come after the resumed run ended (seen with three pytest workers on 2 cores)."""
+    ended = {"finished:failed", "finished:completed"}
+    wait_until(lambda: {r["status"] for r in deployment.runs_status()} == ended,
+               timeout=120, what=f"the two runs {sorted(ended)}",
+               context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
+               interval=2.0)  # fmt: skip
+
+
 def report(
     crash: Crash,
     crashed: dict[str, Any],
@@ -257,13 +268,7 @@ def test_run_resumes_after_a_superlink_restart(
         assert final is not None and final.num_updates == NUM_UPDATES
         records = [{"index": i, **r} for i, r in sorted(final.train_metrics.items())]
         assert records == result["updates"]
-        # The crashed run is marked failed once the SuperLink sees it gone: on a loaded machine
-        # that can come after the resumed run ended (seen with three pytest workers on 2 cores).
-        ended = {"finished:failed", "finished:completed"}
-        wait_until(lambda: {r["status"] for r in deployment.runs_status()} == ended,
-                   timeout=120, what=f"the two runs {sorted(ended)}",
-                   context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
-                   interval=2.0)  # fmt: skip
+        wait_for_both_runs_ended(deployment)
         assert all(proc.running() for proc in deployment.supernodes.values())
         print(report(crash, crashed_result, result, superexec, started, restarted_at))
     finally:
