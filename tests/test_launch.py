@@ -147,16 +147,6 @@ def test_the_superlink_tree_and_the_run_config_parser():
     }
 
 
-def test_the_superlinks_environment_sets_flowers_polls_unless_the_caller_did(monkeypatch):
-    """Flower's SuperExec asks for a run to start every 0.1 s (its default: every second), and
-    a value the caller set stays."""
-    key = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
-    monkeypatch.delenv(key, raising=False)
-    assert superlink.environment()[key] == "0.1"
-    monkeypatch.setenv(key, "2.5")
-    assert superlink.environment()[key] == "2.5"
-
-
 def test_no_flwr_ls_once_the_superlink_is_gone(tmp_path):
     """flwr ls would start a detached SuperLink of its own on our ports, which nothing stops."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

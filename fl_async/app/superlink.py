@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-LAUNCH_ENVIRONMENT: dict[str, str] = {
+QUIET_ENVIRONMENT: dict[str, str] = {
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     # The environment is installed already: without this, the SuperLink runs `uv sync` into a
@@ -28,10 +28,6 @@ LAUNCH_ENVIRONMENT: dict[str, str] = {
     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
     "HF_DATASETS_OFFLINE": "1",
     "HF_HUB_OFFLINE": "1",
-    # The SuperExec asks the SuperLink for a run to start once a second by default: the
-    # simulation started on average half a second after `flwr run` submitted it. Each ask is
-    # one local call, cheap ten times a second.
-    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1",
 }
 """Set unless the caller's environment already sets them."""
 
@@ -40,10 +36,10 @@ STOP_GRACE = 15.0
 
 
 def environment() -> dict[str, str]:
-    """This process's environment with ``LAUNCH_ENVIRONMENT``, this Python's ``bin/`` first on
+    """This process's environment with ``QUIET_ENVIRONMENT``, this Python's ``bin/`` first on
     ``PATH`` (Flower starts its commands by name) and two free ports for the SuperLink."""
     env = dict(os.environ)
-    for key, value in LAUNCH_ENVIRONMENT.items():
+    for key, value in QUIET_ENVIRONMENT.items():
         env.setdefault(key, value)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(free_port())
