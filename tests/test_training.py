@@ -137,7 +137,7 @@ def test_batchnorm_model_trains_and_updates_running_stats(mnist):
 @pytest.mark.parametrize(("momentum", "weight_decay"), [(0.0, 0.0), (0.9, 0.0), (0.5, 1e-3)])
 def test_local_sgd_gives_torch_optim_sgds_weights_bit_for_bit(momentum, weight_decay):
     """Five steps of LocalSGD and of torch.optim.SGD from the same weights and batches: equal
-    parameters after every step, and no torch._dynamo needed for LocalSGD."""
+    parameters after every step (that training imports no torch._dynamo is the test below)."""
     models = [cnn(seed=3), cnn(seed=3)]
     ours = LocalSGD(list(models[0].parameters()), lr=0.05, momentum=momentum,
                     weight_decay=weight_decay)  # fmt: skip
