@@ -152,7 +152,9 @@ def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options shaping every run: dataset, nodes, budget and run-config overrides."""
     parser.add_argument(
-        "--dataset", default="mnist", help="the run config's dataset (default: mnist, embedded)"
+        "--dataset",
+        default=None,
+        help="the run config's dataset (default: the scenario's; mnist, embedded, but for s)",
     )
     parser.add_argument(
         "--data-root",

@@ -50,7 +50,7 @@ def build_spec(args: argparse.Namespace) -> SuiteSpec:
         scenario=scenario,
         strategies=strategies,
         seeds=seeds,
-        dataset=args.dataset,
+        dataset=scenario.dataset if args.dataset is None else args.dataset,
         nodes=nodes,
         rounds=rounds,
         max_virtual_time=max_virtual_time,

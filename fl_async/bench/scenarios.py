@@ -21,8 +21,10 @@ UNLIMITED_ROUNDS = 1_000_000
 SPLITS: dict[str, dict[str, object]] = {
     "dirichlet": {"partition.scheme": "dirichlet", "partition.alpha": 0.1},
     "label-skew": {"partition.scheme": "label_skew", "partition.classes-per-partition": 2},
+    "natural": {"partition.scheme": "natural"},
 }
-"""The two non-IID splits of issue 6: Dirichlet(alpha=0.1) and 2 classes per node."""
+"""The two non-IID splits of issue 6, Dirichlet(alpha=0.1) and 2 classes per node, and the
+natural split of a dataset whose examples have owners (Synthetic's devices)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class Scenario:
     splits: tuple[str, ...]
     correlate: str = "none"
     sigma: float = 1.0
+    dataset: str = "mnist"
+    """The dataset when ``fl-async bench`` names none."""
+    settings: dict[str, object] = field(default_factory=dict)
+    """Run-config keys of every run of the scenario (the user's overrides win)."""
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -48,6 +54,17 @@ SCENARIOS: dict[str, Scenario] = {
         10,
         ("dirichlet",),
         correlate="few-classes-fast",
+    ),
+    # Synthetic's device sizes are heavy-tailed (the largest ~100x the median): with local
+    # epochs one device's task would last as long as hundreds of tasks of the small ones, so a
+    # task is a fixed number of local steps, as FedBuff, CA2FL and FADAS train.
+    "s": Scenario(
+        "s",
+        "Synthetic(1, 1), 30 nodes of one device each, lognormal(sigma=1) speeds, 20 local steps",
+        30,
+        ("natural",),
+        dataset="synthetic",
+        settings={"local-steps": 20},
     ),
 }
 
@@ -142,6 +159,7 @@ def run_config(
         "clock.sigma": scenario.sigma,
         "correlate": scenario.correlate,
         **SPLITS[split],
+        **scenario.settings,
     }
     if eval_grid:
         # Left out otherwise: a run config without it matches a run made before the grid.
