@@ -8,7 +8,8 @@ A generated block is every line from a start marker to the next end marker::
 
 ``split=NAME`` after the path (``<!-- generated from benchmarks/results/suites/a
 split=dirichlet -->``) keeps one split. ``generated verdict from`` gives the claims' verdicts
-(several folders), ``generated tuned from`` a sweep's default and chosen points. The path is
+(several folders), ``generated claims from`` the claims table of the claims study (several
+folders), ``generated tuned from`` a sweep's default and chosen points. The path is
 relative to the repository root: the nearest folder above the Markdown file that holds ``.git``
 or ``pyproject.toml``. Everything outside the blocks is left as it is (docs/bench.md, "Raw
 results and generated tables").
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fl_async.bench.claims_table import claims_lines, read_splits
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.records import load_records
 from fl_async.bench.report import sorted_records, split_tables
@@ -29,7 +31,8 @@ from fl_async.bench.verdict import records_per_run, verdict_lines
 from fl_async.validation import InvalidArgument
 
 START = re.compile(
-    r"^<!-- generated (?:(?P<verdict>verdict )|(?P<tuned>tuned ))?from (?P<source>\S+(?: \S+)*?)"
+    r"^<!-- generated (?:(?P<verdict>verdict )|(?P<tuned>tuned )|(?P<claims>claims ))?"
+    r"from (?P<source>\S+(?: \S+)*?)"
     r"(?: split=(?P<split>\S+))? -->$"
 )
 END = "<!-- end generated -->"
@@ -49,12 +52,25 @@ class Block:
     several records folders, separated by spaces."""
     tuned: bool = False
     """A sweep's table: default against chosen point (``fl_async.bench.tuned_table``)."""
+    claims: bool = False
+    """The claims table (``fl_async.bench.claims_table``); ``source`` may name several folders."""
 
     @property
     def name(self) -> str:
         """The block as messages name it: its line and its marker."""
         split = f" split={self.split}" if self.split else ""
-        kind = "verdict " if self.verdict else "tuned " if self.tuned else ""
+        kind = next(
+            (
+                k
+                for k, on in (
+                    ("verdict ", self.verdict),
+                    ("tuned ", self.tuned),
+                    ("claims ", self.claims),
+                )
+                if on
+            ),
+            "",
+        )
         return f"line {self.start + 1} (generated {kind}from {self.source}{split})"
 
 
@@ -83,15 +99,18 @@ def find_blocks(lines: Sequence[str]) -> list[Block]:
             if opened is None:
                 raise InvalidArgument(f"line {index + 1}: {END!r} closes no block")
             start, found = opened
-            verdict = found["verdict"] is not None
-            if not verdict and " " in found["source"]:
+            verdict, claims = found["verdict"] is not None, found["claims"] is not None
+            if not (verdict or claims) and " " in found["source"]:
                 raise InvalidArgument(
                     f"line {start + 1}: one records folder per table block, got {found['source']!r}"
                 )
             tuned = found["tuned"] is not None
-            if tuned and found["split"]:
-                raise InvalidArgument(f"line {start + 1}: a tuned block covers every split")
-            blocks.append(Block(found["source"], found["split"], start, index, verdict, tuned))
+            if (tuned or claims) and found["split"]:
+                kind = "tuned" if tuned else "claims"
+                raise InvalidArgument(f"line {start + 1}: a {kind} block covers every split")
+            blocks.append(
+                Block(found["source"], found["split"], start, index, verdict, tuned, claims)
+            )
             opened = None
     if opened is not None:
         raise InvalidArgument(f"line {opened[0] + 1}: the block has no {END!r}")
@@ -124,6 +143,8 @@ def block_lines(block: Block, root: Path) -> list[str]:
     """The lines of ``block`` as generated from its records folder(s), markers included."""
     if block.verdict:
         return _verdict_lines(block, root)
+    if block.claims:
+        return _claims_lines(block, root)
     if block.tuned:
         record = read_tuned(_records_folder(block, block.source, root))
         start = f"<!-- generated tuned from {block.source} -->"
@@ -155,6 +176,15 @@ def _verdict_lines(block: Block, root: Path) -> list[str]:
     split = f" split={block.split}" if block.split else ""
     start = f"<!-- generated verdict from {block.source}{split} -->"
     return [start, "", *verdict_lines(folders), "", END]
+
+
+def _claims_lines(block: Block, root: Path) -> list[str]:
+    splits = []
+    for source in block.source.split(" "):
+        records = load_records(_records_folder(block, source, root))
+        splits += read_splits(Path(source).name, records)
+    start = f"<!-- generated claims from {block.source} -->"
+    return [start, "", *claims_lines(splits), "", END]
 
 
 def generate(text: str, root: Path) -> tuple[str, list[Block], list[Block]]:

@@ -1,0 +1,105 @@
+"""The claims table (``<!-- generated claims from FOLDER ... -->``): a row per paper's claim with
+its verdict, then every check behind it, then the budget rule's check on each split's SSGD."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from fl_async.bench import paired
+from fl_async.bench.claims import CLAIMS, Check, Split, judged, overall, robust_to_non_iid
+from fl_async.bench.records import Records
+from fl_async.bench.scenarios import BASELINE
+
+FLAT = 1.0
+"""The budget rule: SSGD's last grid quarter is at most this many points above its third."""
+
+
+def read_splits(folder: str, records: Mapping[str, Records]) -> list[Split]:
+    """The splits of one records folder (named ``folder`` in links), as the claims read them."""
+    splits = []
+    for name, by_run in sorted(records.items()):
+        record = next(iter(next(iter(by_run.values())).values()))
+        config = record["config"]
+        alpha = (
+            config.get("partition.alpha") if config.get("partition.scheme") == "dirichlet" else None
+        )
+        splits.append(
+            Split(
+                folder,
+                name,
+                str(config.get("dataset", "mnist")),
+                int(record["run"]["num-nodes"]),
+                None if alpha is None else float(alpha),
+                paired.read_runs(by_run),
+                tuple(sorted(by_run.get(BASELINE, {}))),
+            )
+        )
+    return splits
+
+
+def claims_lines(splits: Sequence[Split]) -> list[str]:
+    """The Markdown of a claims block: the summary, the checks, the budget rule."""
+    rows = [(claim, judged(claim, splits)) for claim in CLAIMS]
+    g3 = robust_to_non_iid(splits)
+    lines = ["| claim | paper | what it says | verdict | tested on |", "|---|---|---|---|---|"]
+    for claim, results in rows:
+        where = ", ".join(split.link for split, _ in results) or "–"
+        lines.append(
+            f"| {claim.key} | {claim.paper} | {claim.text} | {overall(results)} | {where} |"
+        )
+        if claim.key == "G2":
+            lines.append(_g3_row(g3, splits))
+    lines += [
+        "",
+        "| claim | split | check | figure [95% CI] | seeds | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for claim, results in rows:
+        for split, checks in results:
+            lines += [_check_row(claim.key, split.link, check) for check in checks]
+        if claim.key == "G2" and g3 is not None:
+            lines.append(_check_row("G3", "the 10-node MNIST Dirichlet splits", g3))
+    return [*lines, "", *budget_lines(splits)]
+
+
+def _g3_row(g3: Check | None, splits: Sequence[Split]) -> str:
+    verdict = (
+        "not tested"
+        if g3 is None
+        else {True: "holds", False: "fails"}.get(g3.verdict, "incomplete")
+    )
+    text = "robust to the degree of non-IID: G1's rule against ASGD at every Dirichlet alpha"
+    where = ", ".join(s.link for s in splits if s.alpha is not None and s.nodes == 10) or "–"
+    return f"| G3 | GSGM | {text} | {verdict} | {where} |"
+
+
+def _check_row(key: str, where: str, check: Check) -> str:
+    verdict = {True: "holds", False: "fails", None: "incomplete"}[check.verdict]
+    return f"| {key} | {where} | {check.what} | {check.figure} | {check.seeds} | {verdict} |"
+
+
+def budget_lines(splits: Sequence[Split]) -> list[str]:
+    """Per split: SSGD's last-quarter minus third-quarter grid accuracy, and the rule's check."""
+    lines = [
+        f"Budget rule: SSGD's mean grid accuracy over the last quarter of the budget minus the "
+        f"third quarter's (its flatness), averaged over the seeds with a negative one counted as "
+        f"0, is at most {FLAT:.1f} point.",
+        "",
+        "| split | SSGD's flatness (pts): rule's mean [min, max] | seeds at most "
+        f"{FLAT:.1f} | seeds | rule |",
+        "|---|---|---|---|---|",
+    ]
+    for split in splits:
+        runs = list(split.runs.get(BASELINE, {}).values())
+        if not runs:
+            lines.append(f"| {split.link} | – | – | 0 | no SSGD run |")
+            continue
+        values = [paired.flatness(run) for run in runs]
+        mean = paired.climbing(values)
+        rule = "holds" if mean <= FLAT else "fails"
+        flat = sum(value <= FLAT for value in values)
+        lines.append(
+            f"| {split.link} | {mean:+.1f} [{min(values):+.1f}, {max(values):+.1f}] "
+            f"| {flat} | {len(values)} | {rule} |"
+        )
+    return lines
