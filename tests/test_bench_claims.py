@@ -173,3 +173,18 @@ def test_scenario_s_is_synthetic_by_device_with_fixed_local_steps() -> None:
     )
     overridden = build_spec(parse("--scenario", "s", "--run-config", "local-steps=5"))
     assert overridden.config("ssgd", "natural", 0, None)["local-steps"] == 5
+
+
+def test_a_default_changes_only_when_the_tuned_point_is_never_lower_and_once_higher() -> None:
+    from fl_async.bench.claims_table import defaults_lines
+
+    tuned, default = every_seed(curve(950)), every_seed(curve(900))
+    runs = {"ssgd": tuned, "fedbuff": tuned, "fedbuff-default": default}
+    same = {"ssgd": tuned, "fedbuff": tuned, "fedbuff-default": tuned}
+    dirichlet, skew = split(runs), Split("claims-a", "label-skew", "mnist", 10, None, same, SEEDS)
+    assert "Change the default: fedbuff yes." in defaults_lines([dirichlet, skew])[0]
+    worse = {**same, "fedbuff": every_seed(curve(880))}
+    lower = Split("claims-a", "label-skew", "mnist", 10, None, worse, SEEDS)
+    assert "Change the default: fedbuff no." in defaults_lines([dirichlet, lower])[0]
+    assert "Change the default: fedbuff no." in defaults_lines([skew])[0]  # never higher
+    assert defaults_lines([split({"ssgd": tuned, "fedbuff": tuned})]) == []

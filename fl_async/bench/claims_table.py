@@ -6,12 +6,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from fl_async.bench import paired
-from fl_async.bench.claims import CLAIMS, Check, Split, judged, overall, robust_to_non_iid
+from fl_async.bench.claims import (
+    CLAIMS,
+    Check,
+    Split,
+    higher,
+    judged,
+    not_lower,
+    overall,
+    robust_to_non_iid,
+)
 from fl_async.bench.records import Records
 from fl_async.bench.scenarios import BASELINE
 
 FLAT = 1.0
 """The budget rule: SSGD's last grid quarter is at most this many points above its third."""
+DEFAULT_SUFFIX = "-default"
+"""``<preset>-default``: the preset at its default settings, beside the preset at its tuned ones."""
 
 
 def read_splits(folder: str, records: Mapping[str, Records]) -> list[Split]:
@@ -59,7 +70,47 @@ def claims_lines(splits: Sequence[Split]) -> list[str]:
             lines += [_check_row(claim.key, split.link, check) for check in checks]
         if claim.key == "G2" and g3 is not None:
             lines.append(_check_row("G3", "the 10-node MNIST Dirichlet splits", g3))
-    return [*lines, "", *budget_lines(splits)]
+    return [*lines, "", *defaults_lines(splits), *budget_lines(splits)]
+
+
+def defaults_lines(splits: Sequence[Split]) -> list[str]:
+    """The defaults' decision: each preset run beside ``<preset>-default`` changes its default
+    to the tuned point when it is not lower on every split and higher on at least one."""
+    presets = sorted(
+        {
+            n.removesuffix(DEFAULT_SUFFIX)
+            for s in splits
+            for n in s.runs
+            if n.endswith(DEFAULT_SUFFIX)
+        }
+    )
+    if not presets:
+        return []
+    lines = [
+        "| preset | split | check | figure [95% CI] | seeds | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    decisions = []
+    for preset in presets:
+        default = preset + DEFAULT_SUFFIX
+        tested = [s for s in splits if preset in s.runs and default in s.runs]
+        kept = [(not_lower(s, preset, default), higher(s, preset, default)) for s in tested]
+        for split, (floor, above) in zip(tested, kept, strict=True):
+            lines += [_check_row(preset, split.link, floor), _check_row(preset, split.link, above)]
+        floors, aboves = [k[0].verdict for k in kept], [k[1].verdict for k in kept]
+        if None in floors or None in aboves:
+            decision = "incomplete"
+        else:
+            decision = "yes" if all(floors) and any(aboves) else "no"
+        decisions.append(f"{preset} {decision}")
+    return [
+        "Defaults: a preset's default changes to its tuned point when the tuned point's final "
+        "accuracy is not lower than the default's on every split and higher on at least one. "
+        f"Change the default: {'; '.join(decisions)}.",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _g3_row(g3: Check | None, splits: Sequence[Split]) -> str:
