@@ -30,3 +30,30 @@ def test_a_run_records_flowers_version_also_from_flwr_nightly(monkeypatch):
     versions = server_run._versions()
     assert versions["flwr"] == "1.43.0.dev20261026"
     assert versions["fl-async"] == real("fl-async")
+
+
+def test_a_run_records_the_machine_it_ran_on_and_its_record_keeps_it(monkeypatch):
+    import os
+    import platform
+
+    import torch
+
+    from fl_async.bench.records import make_record
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H100 80GB HBM3")
+    machine = server_run._machine()
+    assert machine == {"arch": platform.machine(), "system": platform.system(),
+                       "cpus": os.cpu_count(), "gpu": "NVIDIA H100 80GB HBM3"}  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    history = {
+        "config": {},
+        "machine": server_run._machine(),
+        "evaluations": [],
+        "updates": [],
+        "virtual-time": 0.0,
+        "wall-time": 0.0,
+        "server-steps": 0,
+        "stopped-by": "budget",
+    }
+    assert make_record(history)["run"]["machine"]["gpu"] is None

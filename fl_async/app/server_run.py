@@ -8,6 +8,7 @@ and ``staleness.png`` to ``output-dir`` (docs/running.md).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from importlib import metadata
@@ -93,6 +94,7 @@ def run(grid: Grid, config: AppConfig) -> Path:
         num_nodes=config.num_nodes,
         started_at=started,
         versions=_versions(),
+        machine=_machine(),
         strategy=_describe_flower() if strategy is None else _describe(strategy),
         dataset=_describe_data(data),
         model={"class": type(model).__name__, "parameters": _num_parameters(model)},
@@ -252,6 +254,18 @@ def _versions() -> dict[str, str]:
     for package in ("fl-async", "flwr", "torch", "numpy"):
         found[package] = _version(package)
     return found
+
+
+def _machine() -> dict[str, Any]:
+    """What ran the ServerApp: a study's records name it, so that runs made on different
+    kinds of machine are never compared unknowingly."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "arch": platform.machine(),
+        "system": platform.system(),
+        "cpus": os.cpu_count(),
+        "gpu": gpu,
+    }
 
 
 def _version(package: str) -> str:

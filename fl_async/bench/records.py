@@ -33,7 +33,16 @@ RECORD_FORMAT = "fl-async-bench-record/1"
 """The ``format`` of a record file; a reader refuses any other."""
 GRID_KEYS = ("index", "virtual-time", "wall-time", "accuracy", "loss", "server-step")
 """What a record keeps of each grid point."""
-RUN_INFO = ("num-nodes", "started-at", "versions", "strategy", "dataset", "model", "partitions")
+RUN_INFO = (
+    "num-nodes",
+    "started-at",
+    "versions",
+    "machine",
+    "strategy",
+    "dataset",
+    "model",
+    "partitions",
+)
 """The history's descriptions of the run kept in a record (each a few values)."""
 MACHINE_KEYS = ("output-dir", "data-root", "data-download")
 """Run-config keys left out of a record: the paths of the machine that ran it and whether it
