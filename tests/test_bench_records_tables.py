@@ -181,6 +181,14 @@ def test_claim_one_needs_the_gain_and_no_accuracy_loss() -> None:
     assert not verdict.comparison_rows({"asgd": asgd, "gsgm": slight})[0]["claim"]
     one = verdict.comparison_rows({"asgd": {0: asgd[0]}, "gsgm": {0: steady[0]}})
     assert one[0]["claim"] is None
+    # the margin is judged on the printed value: the GSGM study's E1 cell against Trend-Smooth
+    from fl_async.bench.stats import Estimate
+
+    gain = Estimate(0.58, 0.41, 0.65, 5)
+    at_margin = Estimate(0.2, 100 * (0.948 - 0.958), 1.5, 5)
+    assert at_margin.low < verdict.ACCURACY_MARGIN
+    assert verdict.claim_one(at_margin, gain) is True
+    assert verdict.claim_one(Estimate(0.2, -1.05, 1.5, 5), gain) is False  # prints as -1.1
 
 
 def test_claim_two_and_three_rules() -> None:

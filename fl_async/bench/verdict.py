@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fl_async.bench import stats
+from fl_async.bench.paired import GAIN_DIGITS, POINT_DIGITS, rounded
 from fl_async.bench.records import Records
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, preset_of
 from fl_async.bench.summary import common_seeds, stability_gain, strategy_order
@@ -55,9 +56,13 @@ def accuracy_difference(mine: Mapping[int, Any], theirs: Mapping[int, Any]) -> s
 
 
 def claim_one(accuracy: stats.Estimate, gain: stats.Estimate) -> bool | None:
-    """Claim 1's rule on one comparison; None without intervals (fewer than 2 seeds)."""
+    """Claim 1's rule on one comparison; None without intervals (fewer than 2 seeds). Both
+    estimates are rounded as the table prints them (0.1 point, 1%) before the thresholds, so
+    that no verdict turns on floating-point rounding."""
     if None in (accuracy.value, accuracy.low, gain.value, gain.low):
         return None
+    accuracy = rounded(accuracy, POINT_DIGITS)
+    gain = rounded(gain, GAIN_DIGITS)
     return bool(
         gain.value >= STABILITY_CLAIM
         and gain.low > 0
