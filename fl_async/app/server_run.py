@@ -106,6 +106,11 @@ def run(grid: Grid, config: AppConfig) -> Path:
     paths = write_results(output, history)
     if config.values["tracking.backend"]:
         _track(config, paths[0])
+    _log_end(history, result, paths)
+    return output
+
+
+def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:
     log(
         INFO,
         "fl-async: final accuracy %s after %d updates (%s), virtual time %.1f s, wall time "
@@ -113,7 +118,6 @@ def run(grid: Grid, config: AppConfig) -> Path:
         _percent(history["final-accuracy"]), result.num_updates, result.stopped_by,
         result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
     )  # fmt: skip
-    return output
 
 
 def _log_start(config: AppConfig, data: RunData, output: Path) -> None:
