@@ -188,3 +188,12 @@ def test_a_default_changes_only_when_the_tuned_point_is_never_lower_and_once_hig
     assert "Change the default: fedbuff no." in defaults_lines([dirichlet, lower])[0]
     assert "Change the default: fedbuff no." in defaults_lines([skew])[0]  # never higher
     assert defaults_lines([split({"ssgd": tuned, "fedbuff": tuned})]) == []
+
+
+def test_one_seed_gives_no_interval_and_no_verdict_and_no_ssgd_tests_nothing() -> None:
+    runs = {"mifa": {30: curve(950)}, "fedbuff": {30: curve(900)}, "ssgd": {30: curve(900)}}
+    one = Split("claims-a", "dirichlet", "mnist", 10, 0.1, runs, (30,))
+    check = higher(one, "mifa", "fedbuff")
+    assert (check.verdict, check.seeds) == (None, 1) and "1 seed" in check.figure
+    del runs["ssgd"]
+    assert not [claim.key for claim in CLAIMS if claim.tested_on(one)]

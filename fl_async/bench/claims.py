@@ -70,24 +70,31 @@ def _complete(split: Split, *names: str) -> int | None:
     return len(wanted)
 
 
+def _judged(
+    split: Split, end: float | None, names: Sequence[str], rule: Callable[[float], bool]
+) -> bool | None:
+    """``rule`` on an interval's ``end``; None when a run lacks a seed or there is no interval."""
+    return None if end is None or _complete(split, *names) is None else bool(rule(end))
+
+
 def not_lower(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy not lower: the difference's interval starts at or above ``MARGIN``."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
-    verdict = None if _complete(split, mine, theirs) is None else estimate.low >= MARGIN
+    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low >= MARGIN)
     return Check(f"{mine} − {theirs}, final acc. (pts)", _points(estimate), estimate.seeds, verdict)
 
 
 def higher(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy higher: the difference's interval lies above 0."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
-    verdict = None if _complete(split, mine, theirs) is None else estimate.low > 0
+    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
     return Check(f"{mine} − {theirs}, final acc. (pts)", _points(estimate), estimate.seeds, verdict)
 
 
 def faster_curve(split: Split, mine: str, theirs: str) -> Check:
     """Higher accuracy along the whole budget: the grid-mean difference's interval above 0."""
     estimate = paired.curve_difference(split.runs[mine], split.runs[theirs])
-    verdict = None if _complete(split, mine, theirs) is None else estimate.low > 0
+    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
     what = f"{mine} − {theirs}, mean grid acc. (pts)"
     return Check(what, _points(estimate), estimate.seeds, verdict)
 
@@ -96,7 +103,7 @@ def sooner(split: Split, mine: str, theirs: str) -> Check:
     """Reaches 90% of SSGD's final accuracy at fewer grid points: the interval below 0."""
     ssgd = split.runs[BASELINE]
     estimate = paired.reach_difference(split.runs[mine], split.runs[theirs], ssgd)
-    verdict = None if _complete(split, mine, theirs, BASELINE) is None else estimate.high < 0
+    verdict = _judged(split, estimate.high, (mine, theirs, BASELINE), lambda high: high < 0)
     what = f"{mine} − {theirs}, grid points to 90% of SSGD's final acc."
     return Check(what, _points(estimate), estimate.seeds, verdict)
 
@@ -174,10 +181,11 @@ class Claim:
     """Tested only on splits of ``LARGE`` nodes or more."""
 
     def tested_on(self, split: Split) -> bool:
-        """Whether ``split`` tests the claim: it holds the runs, and is large when need be."""
+        """Whether ``split`` tests the claim: it holds SSGD and the runs, and is large when need
+        be."""
         if self.large_only and split.nodes < LARGE:
             return False
-        return all(name in split.runs for name in self.needs)
+        return all(name in split.runs for name in (BASELINE, *self.needs))
 
 
 def _pairs(test: Callable[[Split, str, str], Check], mine: str, *theirs: str) -> Checks:
