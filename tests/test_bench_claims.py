@@ -197,3 +197,24 @@ def test_one_seed_gives_no_interval_and_no_verdict_and_no_ssgd_tests_nothing() -
     assert (check.verdict, check.seeds) == (None, 1) and "1 seed" in check.figure
     del runs["ssgd"]
     assert not [claim.key for claim in CLAIMS if claim.tested_on(one)]
+
+
+def test_a_suite_still_running_shows_its_checks_incomplete_not_untested() -> None:
+    from fl_async.bench.claims_table import read_splits
+    from fl_async.bench.records import make_record
+
+    history = ssgd([0.1, 0.5, 0.6, 0.7, 0.8])
+    history["dataset"] = {"name": "mnist", "test-examples": 20}
+    history["num-nodes"] = 10
+    records = {"dirichlet": {"ssgd": {30: make_record(history, 4)}}}
+    (done,) = read_splits("claims-a", records)
+    assert done.seeds == (30,) and not by_key("T2").tested_on(done)
+    planned = {"strategies": ["ssgd", "trendsmooth"], "seeds": [30, 31, 32]}
+    (running,) = read_splits("claims-a", records, planned)
+    assert running.seeds == (30, 31, 32) and by_key("T2").tested_on(running)
+    check = not_lower(running, "trendsmooth", "ssgd")
+    assert (check.verdict, check.seeds) == (None, 0)
+
+
+def by_key(key: str):
+    return next(claim for claim in CLAIMS if claim.key == key)

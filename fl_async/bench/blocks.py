@@ -26,8 +26,10 @@ from fl_async.bench.claims_table import claims_lines, read_splits
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.records import load_records
 from fl_async.bench.report import sorted_records, split_tables
+from fl_async.bench.runner import SUITE_FILE
 from fl_async.bench.tuned_table import read_tuned, tuned_lines
 from fl_async.bench.verdict import records_per_run, verdict_lines
+from fl_async.files import read_json
 from fl_async.validation import InvalidArgument
 
 START = re.compile(
@@ -181,8 +183,9 @@ def _verdict_lines(block: Block, root: Path) -> list[str]:
 def _claims_lines(block: Block, root: Path) -> list[str]:
     splits = []
     for source in block.source.split(" "):
-        records = load_records(_records_folder(block, source, root))
-        splits += read_splits(Path(source).name, records)
+        folder = _records_folder(block, source, root)
+        planned = read_json(folder / SUITE_FILE, "a records folder's suite.json").get("settings")
+        splits += read_splits(Path(source).name, load_records(folder), planned)
     start = f"<!-- generated claims from {block.source} -->"
     return [start, "", *claims_lines(splits), "", END]
 

@@ -25,15 +25,26 @@ DEFAULT_SUFFIX = "-default"
 """``<preset>-default``: the preset at its default settings, beside the preset at its tuned ones."""
 
 
-def read_splits(folder: str, records: Mapping[str, Records]) -> list[Split]:
-    """The splits of one records folder (named ``folder`` in links), as the claims read them."""
+def read_splits(
+    folder: str, records: Mapping[str, Records], planned: Mapping[str, object] | None = None
+) -> list[Split]:
+    """The splits of one records folder (named ``folder`` in links), as the claims read them.
+
+    ``planned`` is the suite's settings (its ``suite.json``): the runs and seeds it was started
+    with count on every split, finished or not, so a suite still running shows its checks as
+    incomplete, never as judged on the seeds done so far nor as not tested.
+    """
+    planned = planned or {}
     splits = []
     for name, by_run in sorted(records.items()):
         record = next(iter(next(iter(by_run.values())).values()))
         config = record["config"]
-        alpha = (
-            config.get("partition.alpha") if config.get("partition.scheme") == "dirichlet" else None
-        )
+        dirichlet = config.get("partition.scheme") == "dirichlet"
+        alpha = config.get("partition.alpha") if dirichlet else None
+        runs = paired.read_runs(by_run)
+        for run in planned.get("strategies", ()):
+            runs.setdefault(str(run), {})
+        seeds = planned.get("seeds") or sorted(by_run.get(BASELINE, {}))
         splits.append(
             Split(
                 folder,
@@ -41,8 +52,8 @@ def read_splits(folder: str, records: Mapping[str, Records]) -> list[Split]:
                 str(config.get("dataset", "mnist")),
                 int(record["run"]["num-nodes"]),
                 None if alpha is None else float(alpha),
-                paired.read_runs(by_run),
-                tuple(sorted(by_run.get(BASELINE, {}))),
+                runs,
+                tuple(int(seed) for seed in seeds),
             )
         )
     return splits
