@@ -218,3 +218,17 @@ def test_a_suite_still_running_shows_its_checks_incomplete_not_untested() -> Non
 
 def by_key(key: str):
     return next(claim for claim in CLAIMS if claim.key == key)
+
+
+def test_a_claims_block_covers_every_split_and_names_itself() -> None:
+    import pytest
+
+    from fl_async.bench.blocks import find_blocks
+    from fl_async.validation import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="line 1: a claims block covers every split"):
+        find_blocks(
+            ["<!-- generated claims from a b split=dirichlet -->", "<!-- end generated -->"]
+        )
+    (block,) = find_blocks(["<!-- generated claims from a b -->", "<!-- end generated -->"])
+    assert block.name == "line 1 (generated claims from a b)"

@@ -61,18 +61,9 @@ class Block:
     def name(self) -> str:
         """The block as messages name it: its line and its marker."""
         split = f" split={self.split}" if self.split else ""
-        kind = next(
-            (
-                k
-                for k, on in (
-                    ("verdict ", self.verdict),
-                    ("tuned ", self.tuned),
-                    ("claims ", self.claims),
-                )
-                if on
-            ),
-            "",
-        )
+        kind = ""
+        if self.verdict or self.tuned or self.claims:
+            kind = "verdict " if self.verdict else "tuned " if self.tuned else "claims "
         return f"line {self.start + 1} (generated {kind}from {self.source}{split})"
 
 
