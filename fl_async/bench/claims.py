@@ -81,21 +81,23 @@ def not_lower(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy not lower: the difference's interval starts at or above ``MARGIN``."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
     verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low >= MARGIN)
-    return Check(f"{mine} − {theirs}, final acc. (pts)", _points(estimate), estimate.seeds, verdict)
+    what = f"{mine} − {theirs}, final acc. (pts): not lower (interval from {MARGIN:+.1f})"
+    return Check(what, _points(estimate), estimate.seeds, verdict)
 
 
 def higher(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy higher: the difference's interval lies above 0."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
     verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
-    return Check(f"{mine} − {theirs}, final acc. (pts)", _points(estimate), estimate.seeds, verdict)
+    what = f"{mine} − {theirs}, final acc. (pts): higher (interval above 0)"
+    return Check(what, _points(estimate), estimate.seeds, verdict)
 
 
 def faster_curve(split: Split, mine: str, theirs: str) -> Check:
     """Higher accuracy along the whole budget: the grid-mean difference's interval above 0."""
     estimate = paired.curve_difference(split.runs[mine], split.runs[theirs])
     verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
-    what = f"{mine} − {theirs}, mean grid acc. (pts)"
+    what = f"{mine} − {theirs}, mean grid acc. (pts): higher (interval above 0)"
     return Check(what, _points(estimate), estimate.seeds, verdict)
 
 
@@ -104,7 +106,7 @@ def sooner(split: Split, mine: str, theirs: str) -> Check:
     ssgd = split.runs[BASELINE]
     estimate = paired.reach_difference(split.runs[mine], split.runs[theirs], ssgd)
     verdict = _judged(split, estimate.high, (mine, theirs, BASELINE), lambda high: high < 0)
-    what = f"{mine} − {theirs}, grid points to 90% of SSGD's final acc."
+    what = f"{mine} − {theirs}, grid points to 90% of SSGD's final acc.: fewer (interval below 0)"
     return Check(what, _points(estimate), estimate.seeds, verdict)
 
 
