@@ -1,5 +1,6 @@
 """The claims table (``<!-- generated claims from FOLDER ... -->``): a row per paper's claim with
-its verdict, then every check behind it, then the budget rule's check on each split's SSGD."""
+its verdict, then every check behind it, the defaults' decision, and the budget rule's check on
+each split's SSGD."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def read_splits(
 
 
 def claims_lines(splits: Sequence[Split]) -> list[str]:
-    """The Markdown of a claims block: the summary, the checks, the budget rule."""
+    """The Markdown of a claims block: the summary, the checks, the defaults' decision (where
+    the records hold a ``<preset>-default``), the budget rule."""
     rows = [(claim, judged(claim, splits)) for claim in CLAIMS]
     g3 = robust_to_non_iid(splits)
     lines = ["| claim | paper | what it says | verdict | tested on |", "|---|---|---|---|---|"]
