@@ -177,6 +177,19 @@ def test_a_variant_runs_its_preset_with_its_overrides_under_its_name(tmp_path: P
     assert "`gsgm-m0` = gsgm with gsgm.momentum=0.0" in report
 
 
+def test_a_variant_back_at_a_default_is_described_against_its_presets_own_run(
+    tmp_path: Path,
+) -> None:
+    # the claims study gives FedBuff the sweep's rate for the suite and runs the default beside
+    built = build_spec(
+        parse("--out", "x", "--strategies", "ssgd,fedbuff", "--run-config", "fedbuff.lr=2.0",
+              "--variant", "fedbuff-default=fedbuff fedbuff.lr=1.0")
+    )  # fmt: skip
+    run_suite(built, tmp_path, launch=FakeLaunch(), echo=lambda _: None)
+    write_report(tmp_path)
+    assert "`fedbuff-default` = fedbuff with fedbuff.lr=1.0" in (tmp_path / "report.md").read_text()
+
+
 def test_a_missing_dataset_stops_the_suite_before_any_run(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -338,7 +338,9 @@ _PER_RUN_KEYS = {"strategy", "num-rounds", "max-virtual-time", "eval-every", "ev
 
 def _variant_lines(records: Records) -> list[str]:
     """One line naming each variant's preset and the keys it sets: those of its preset's table
-    that differ from the preset's defaults and the shared ones that differ from SSGD's run."""
+    that differ from the preset's own run in the records (from its defaults when there is none:
+    a suite may give the preset settings of its own, e.g. a sweep's point) and the shared ones
+    that differ from SSGD's run."""
     described = []
     for name in sorted(records, key=strategy_order):
         record = next(iter(records[name].values()))
@@ -347,6 +349,8 @@ def _variant_lines(records: Records) -> list[str]:
         if name == preset or preset not in PRESET_TABLES:
             continue
         defaults = {f"{preset}.{key}": value for key, value in PRESET_TABLES[preset].items()}
+        own = next(iter(records.get(preset, {}).values()), {}).get("config", {})
+        defaults = {key: own.get(key, value) for key, value in defaults.items()}
         baseline = next(iter(records.get(BASELINE, {}).values()), {}).get("config", {})
         changed = {
             key: value
