@@ -145,7 +145,7 @@ def shared_ray(directory: Path) -> Iterator[None]:
     from fl_async.app.local_ray import RayHead
 
     head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
-                   on_failure=lambda: None)  # fmt: skip
+                   on_failure=lambda reason: None)  # fmt: skip
     try:
         while not head.ready.wait(0.2):
             assert head.failure is None, head.failure

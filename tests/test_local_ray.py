@@ -34,9 +34,16 @@ def head_with(monkeypatch, tmp_path: Path, script: str, on_failure) -> local_ray
 
 def test_a_head_that_exits_is_a_failure_naming_its_code_and_log(monkeypatch, tmp_path):
     failed = threading.Event()
-    head = head_with(monkeypatch, tmp_path, "print('no Ray here'); raise SystemExit(3)", failed.set)
+    reasons: list[str] = []
+
+    def record(reason: str) -> None:
+        reasons.append(reason)
+        failed.set()
+
+    head = head_with(monkeypatch, tmp_path, "print('no Ray here'); raise SystemExit(3)", record)
     assert failed.wait(20)
     assert head.failure == f"the Ray head exited with code 3; see {tmp_path / 'ray.log'}"
+    assert reasons == [head.failure]
     assert not head.ready.is_set()
     assert "no Ray here" in (tmp_path / "ray.log").read_text()
     head.stop()
@@ -46,7 +53,7 @@ def test_a_head_that_exits_is_a_failure_naming_its_code_and_log(monkeypatch, tmp
 def test_a_head_that_never_answers_fails_after_the_timeout_and_is_stopped(monkeypatch, tmp_path):
     monkeypatch.setattr(local_ray, "START_TIMEOUT", 1.0)
     failed = threading.Event()
-    head = head_with(monkeypatch, tmp_path, SLEEPER, failed.set)
+    head = head_with(monkeypatch, tmp_path, SLEEPER, lambda reason: failed.set())
     assert failed.wait(20)
     assert head.failure == "the Ray head did not answer in 1 s"
     (Path(head.temp_dir) / "session").mkdir()  # what a head that got further leaves
@@ -110,12 +117,12 @@ def test_no_head_for_a_ray_cluster_for_ray_init_args_or_off_the_main_thread(tmp_
     args = launch.build_parser().parse_args(
         ["--actors", "1", "--federation-config", "init-args-num-gpus=1"]
     )
-    assert launch._start_ray_head(plan, args, None, {}) is None
+    assert launch._start_ray_head(plan, args, None, {}, []) is None
     args = launch.build_parser().parse_args(["--actors", "1"])
-    assert launch._start_ray_head(plan, args, "10.0.0.1:6379", {}) is None
+    assert launch._start_ray_head(plan, args, "10.0.0.1:6379", {}, []) is None
     found = []
     thread = threading.Thread(
-        target=lambda: found.append(launch._start_ray_head(plan, args, None, {}))
+        target=lambda: found.append(launch._start_ray_head(plan, args, None, {}, []))
     )
     thread.start()
     thread.join()
@@ -127,7 +134,11 @@ def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path
     """Ray's defaults start an autoscaler monitor, and an idle worker per CPU for the first
     driver: Python processes that a run never uses (Flower's actors get workers of their own)."""
     head = local_ray.RayHead(
-        2, dict(os.environ), cwd=tmp_path, log_file=tmp_path / "ray.log", on_failure=lambda: None
+        2,
+        dict(os.environ),
+        cwd=tmp_path,
+        log_file=tmp_path / "ray.log",
+        on_failure=lambda reason: None,
     )
     driver = None
     try:

@@ -202,8 +202,9 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _interrupt)
     head, process, done = None, None, False
+    failures: list[str] = []  # the head's, set before its SIGTERM, even before `head` is
     try:
-        head = _start_ray_head(plan, args, address, env)
+        head = _start_ray_head(plan, args, address, env, failures)
         joined = head.address if head is not None else address
         env = {**env, **cluster.ray_environment(joined)}
         process = superlink.start_superlink(
@@ -215,8 +216,8 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
         # `flwr ls` would cost a new process (a second and a half on two cores).
         status = outcome.COMPLETED if done else _status(run_id, process, env, cwd=plan.app_dir)
     except KeyboardInterrupt:
-        if head is not None and head.failure is not None:
-            print(f"fl-async: the run failed: {head.failure}; stopping the simulation")
+        if failures:
+            print(f"fl-async: the run failed: {failures[0]}; stopping the simulation")
             return 1
         print("fl-async: interrupted; stopping the SuperLink and the simulation")
         return 130
@@ -239,7 +240,11 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
 
 
 def _start_ray_head(
-    plan: Plan, args: argparse.Namespace, address: str | None, env: dict[str, str]
+    plan: Plan,
+    args: argparse.Namespace,
+    address: str | None,
+    env: dict[str, str],
+    failures: list[str],
 ) -> local_ray.RayHead | None:
     """A Ray head of the run's own (``local_ray``), when the run has no Ray cluster, the
     launcher runs in the main thread (a failed head stops the run by SIGTERM) and the
@@ -253,8 +258,14 @@ def _start_ray_head(
         env,
         cwd=plan.app_dir,
         log_file=plan.output / local_ray.LOG,
-        on_failure=lambda: os.kill(os.getpid(), signal.SIGTERM),
+        on_failure=lambda reason: _head_failed(reason, failures),
     )
+
+
+def _head_failed(reason: str, failures: list[str]) -> None:
+    """Record why the head failed, then stop the run as SIGTERM does."""
+    failures.append(reason)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

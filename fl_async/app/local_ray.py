@@ -40,7 +40,8 @@ LOG = "ray.log"
 
 class RayHead:
     """``ray start --head --block`` on free ports; ``address`` is its GCS address, and
-    ``on_failure`` is called (from another thread) if the head fails before it answers."""
+    ``on_failure`` is called (from another thread) with the reason if the head fails before it
+    answers: the reason, not the head, since the head may fail before its constructor returns."""
 
     def __init__(
         self,
@@ -49,7 +50,7 @@ class RayHead:
         *,
         cwd: Path,
         log_file: Path,
-        on_failure: Callable[[], None],
+        on_failure: Callable[[str], None],
     ) -> None:
         port = superlink.free_port()
         self.address = f"127.0.0.1:{port}"
@@ -89,7 +90,7 @@ class RayHead:
                 self.ready.set()
                 return
             if self.failure is not None:
-                self._on_failure()
+                self._on_failure(self.failure)
                 return
             self._stopped.wait(0.2)
 
