@@ -301,11 +301,12 @@ def robust_to_non_iid(splits: Sequence[Split]) -> Check | None:
     verdicts = [c.verdict for c in checks]
     verdict = None if None in verdicts else all(verdicts)
     pairs = zip(chosen, checks, strict=True)
-    shown = "; ".join(f"α {split.alpha:g}: {_word(check.verdict)}" for split, check in pairs)
+    shown = "; ".join(f"α {split.alpha:g}: {word(check.verdict)}" for split, check in pairs)
     return Check("gsgm against asgd at every alpha", shown, min(c.seeds for c in checks), verdict)
 
 
-def _word(verdict: bool | None) -> str:
+def word(verdict: bool | None) -> str:
+    """A check's verdict as the tables print it: holds, fails or incomplete."""
     return {True: HOLDS, False: FAILS, None: "incomplete"}[verdict]
 
 

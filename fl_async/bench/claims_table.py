@@ -16,6 +16,7 @@ from fl_async.bench.claims import (
     not_lower,
     overall,
     robust_to_non_iid,
+    word,
 )
 from fl_async.bench.records import Records
 from fl_async.bench.scenarios import BASELINE
@@ -129,14 +130,14 @@ def defaults_lines(splits: Sequence[Split]) -> list[str]:
 def _g3_row(g3: Check | None, splits: Sequence[Split]) -> str:
     verdict = "not tested (it needs two alphas or more)"
     if g3 is not None:
-        verdict = {True: "holds", False: "fails"}.get(g3.verdict, "incomplete")
+        verdict = word(g3.verdict)
     text = "robust to the degree of non-IID: G1's rule against ASGD at every Dirichlet alpha"
     where = ", ".join(s.link for s in splits if s.alpha is not None and s.nodes == 10) or "–"
     return f"| G3 | GSGM | {text} | {verdict} | {where} |"
 
 
 def _check_row(key: str, where: str, check: Check) -> str:
-    verdict = {True: "holds", False: "fails", None: "incomplete"}[check.verdict]
+    verdict = word(check.verdict)
     return f"| {key} | {where} | {check.what} | {check.figure} | {check.seeds} | {verdict} |"
 
 
