@@ -18,7 +18,7 @@ from fl_async.bench.claims import (
     robust_to_non_iid,
     word,
 )
-from fl_async.bench.records import Records
+from fl_async.bench.records import Records, any_record, dirichlet_alpha
 from fl_async.bench.scenarios import BASELINE
 
 FLAT = 1.0
@@ -39,10 +39,8 @@ def read_splits(
     planned = planned or {}
     splits = []
     for name, by_run in sorted(records.items()):
-        record = next(iter(next(iter(by_run.values())).values()))
+        record = any_record(by_run)
         config = record["config"]
-        dirichlet = config.get("partition.scheme") == "dirichlet"
-        alpha = config.get("partition.alpha") if dirichlet else None
         runs = paired.read_runs(by_run)
         for run in planned.get("strategies", ()):
             runs.setdefault(str(run), {})
@@ -53,7 +51,7 @@ def read_splits(
                 name,
                 str(config.get("dataset", "mnist")),
                 int(record["run"]["num-nodes"]),
-                None if alpha is None else float(alpha),
+                dirichlet_alpha(config),
                 runs,
                 tuple(int(seed) for seed in seeds),
             )

@@ -177,6 +177,19 @@ def record_note(record: Record, grid: Grid | None) -> str | None:
     return grid_note(seen, grid)
 
 
+def any_record(records: Records) -> Record:
+    """One record of a split: its runs share the dataset, the nodes and the partition."""
+    return next(iter(next(iter(records.values())).values()))
+
+
+def dirichlet_alpha(config: Mapping[str, Any]) -> float | None:
+    """The concentration of a Dirichlet split, or None for any other scheme."""
+    alpha = config.get("partition.alpha")
+    if config.get("partition.scheme") != "dirichlet" or alpha is None:
+        return None
+    return float(alpha)
+
+
 def record_path(folder: Path, split: str, strategy: str, seed: int) -> Path:
     """Where a records folder keeps the record of one run."""
     return folder / split / f"{strategy}-seed{seed}.json"

@@ -19,6 +19,8 @@ from fl_async.bench.grid import DEFAULT_GRID, Grid
 from fl_async.bench.records import (
     Record,
     Records,
+    any_record,
+    dirichlet_alpha,
     load_records,
     make_record,
     record_grid,
@@ -277,18 +279,16 @@ def _section(
 
 def _split_name(config: Mapping[str, Any]) -> str:
     """The scheme, with its concentration for a Dirichlet split (the runs of one split share it)."""
-    scheme = config.get("partition.scheme")
-    if scheme == "dirichlet" and config.get("partition.alpha") is not None:
-        return f"dirichlet(alpha={config['partition.alpha']:g})"
-    return str(scheme)
+    alpha = dirichlet_alpha(config)
+    return str(config.get("partition.scheme")) if alpha is None else f"dirichlet(alpha={alpha:g})"
 
 
 def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) -> list[str]:
     """The split's settings, budgets, table, notes and per-seed table (several seeds)."""
-    any_record = next(iter(next(iter(records.values())).values()))
-    config = any_record["config"]
+    record = any_record(records)
+    config = record["config"]
     lines = [
-        f"{config.get('dataset')}, {any_record['run'].get('num-nodes')} nodes, "
+        f"{config.get('dataset')}, {record['run'].get('num-nodes')} nodes, "
         f"{_split_name(config)} split, {config.get('clock.speed')} speeds "
         f"(sigma {config.get('clock.sigma')}), correlate={config.get('correlate')}.",
         *_budget_lines(records, per_run),
@@ -369,7 +369,7 @@ def _variant_lines(records: Records) -> list[str]:
 
 
 def _plot_title(split: str, records: Records) -> str:
-    record = next(iter(next(iter(records.values())).values()))
+    record = any_record(records)
     return f"{record['config'].get('dataset')}, {record['run'].get('num-nodes')} nodes, {split}"
 
 

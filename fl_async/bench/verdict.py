@@ -22,7 +22,7 @@ from typing import Any
 
 from fl_async.bench import stats
 from fl_async.bench.paired import GAIN_DIGITS, POINT_DIGITS, rounded
-from fl_async.bench.records import Records
+from fl_async.bench.records import Records, any_record, dirichlet_alpha
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, preset_of
 from fl_async.bench.summary import common_seeds, stability_gain, strategy_order
 from fl_async.bench.table import estimate_text
@@ -225,13 +225,10 @@ def records_per_run(records: Mapping[str, Records]) -> dict[str, Split]:
 
     found = {}
     for split, by_strategy in sorted_records(records).items():
-        record = next(iter(next(iter(by_strategy.values())).values()))
-        config = record["config"]
-        alpha = config.get("partition.alpha")
-        dirichlet = config.get("partition.scheme") == "dirichlet" and alpha is not None
+        record = any_record(by_strategy)
         found[split] = Split(
             records_metrics(by_strategy),
             nodes=record["run"].get("num-nodes"),
-            alpha=float(alpha) if dirichlet else None,
+            alpha=dirichlet_alpha(record["config"]),
         )
     return found
