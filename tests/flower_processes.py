@@ -3,7 +3,7 @@
 Every process started here is tagged in its environment (``TAG_VAR``); everything it starts
 inherits the tag (SuperExec, ServerApp, ClientApp; Ray's workers), so what it started is found
 even after it left the process tree. Stopping is SIGTERM, then SIGKILL after a grace period, and
-never reaches a reused PID. Ports are taken on 127.0.0.1 while free; waits are bounded.
+never reaches a reused PID. Ports are the launcher's (``fl_async.app.ports``); waits are bounded.
 ``flower_deployment`` starts Flower's deployment engine with these, ``ray_cluster`` a Ray cluster.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from fl_async.app import ports
 
 GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 TAG_VAR = "FL_ASYNC_FLOWER_PROCESS"  # marks the environment of every process started here
@@ -31,16 +32,11 @@ class FlowerProcessError(RuntimeError):
 
 # ------------------------------------------------------------------------------ ports, PIDs
 def free_port(taken: set[int] | None = None) -> int:
-    """A TCP port on 127.0.0.1 that is free now (and not in ``taken``)."""
-    taken = taken if taken is not None else set()
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
-            return port
-    raise FlowerProcessError("no free port found")
+    """A free TCP port for a test's server (the launcher's choice), recorded in ``taken``."""
+    port = ports.free_port()
+    if taken is not None:
+        taken.add(port)
+    return port
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fl_async.app import cluster, superlink
+from fl_async.app import cluster, ports, superlink
 
 START_TIMEOUT = 120.0
 """Seconds the head gets to answer before the run is stopped."""
@@ -52,7 +52,7 @@ class RayHead:
         log_file: Path,
         on_failure: Callable[[str], None],
     ) -> None:
-        port = superlink.free_port()
+        port = ports.free_port()
         self.address = f"127.0.0.1:{port}"
         # Short: Ray's sockets live under it, and a Unix socket path has at most 107 bytes.
         self.temp_dir = tempfile.mkdtemp(prefix="fl-async-ray-", dir=_SHORT_TMP)
@@ -122,9 +122,9 @@ def _command(port: int, actors: int, temp_dir: str) -> list[str]:
         f"--num-cpus={actors}",
         # Fixed by default (10001, 8265, 52365, workers from 10002 up): two runs at once on
         # one machine would collide. 0: workers and drivers take ports the system gives.
-        f"--ray-client-server-port={superlink.free_port()}",
-        f"--dashboard-port={superlink.free_port()}",
-        f"--dashboard-agent-listen-port={superlink.free_port()}",
+        f"--ray-client-server-port={ports.free_port()}",
+        f"--dashboard-port={ports.free_port()}",
+        f"--dashboard-agent-listen-port={ports.free_port()}",
         "--min-worker-port=0",
         "--max-worker-port=0",
         # The autoscaler's monitor: a Python process with nothing to scale on a fixed head.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+
+from fl_async.app import ports
 
 QUIET_ENVIRONMENT: dict[str, str] = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -42,16 +43,9 @@ def environment() -> dict[str, str]:
     for key, value in QUIET_ENVIRONMENT.items():
         env.setdefault(key, value)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(free_port())
-    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())
+    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(ports.free_port())
+    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(ports.free_port())
     return env
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _healthy(port: str) -> bool:
