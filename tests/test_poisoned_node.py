@@ -96,9 +96,10 @@ def test_every_preset_learns_from_the_honest_four(preset, attack, rounds):
     assert result.train_metrics_clientapp[1]["stable-id"] != ATTACKER  # the first update passes
     assert result.stopped_by == "budget" and np.isfinite(losses).all()
     assert losses[-1] < 0.5 * losses[0]
-    # Refused as too large until it left the run (max_failures refusals in a row).
-    assert mine[-5:] == [False] * 5
-    assert result.rejected["too-large"] >= 5 and result.faults == {}
+    # Refused as too large every time once out of line; it stays (a refusal does not count
+    # against a node: honest nodes meet the guard too), so it is refused to the end.
+    assert mine[-5:] == [False] * 5 and (attack == "growing" or not any(mine))
+    assert result.rejected["too-large"] == mine.count(False) and result.faults == {}
 
 
 @pytest.mark.parametrize("attack", ["scaled-x1000", "sign-flipped-x100"])

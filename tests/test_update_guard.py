@@ -20,10 +20,10 @@ def update(scale, node=0):
     return ClientUpdate(node_id=node, delta=[np.full(4, scale, np.float32), np.array(1)])
 
 
-def fed(guard, *scales):
-    """``guard`` after accepting updates of these sizes."""
-    for s in scales:
-        guard.accepted(guard.check(update(s), MODEL))
+def fed(guard, *scales, nodes=None):
+    """``guard`` after accepting updates of these sizes, from nodes 0, 1, 2, ... (or ``nodes``)."""
+    for s, node in zip(scales, nodes or range(len(scales)), strict=True):
+        guard.accepted(guard.check(update(s, node), MODEL))
     return guard
 
 
@@ -32,13 +32,25 @@ def test_the_limit_is_factor_times_the_median_of_the_window():
     assert guard.limit() == pytest.approx(10 * 3 * 2.0)  # a norm of 4 values of 3: 6
     assert guard.check(update(29.0), MODEL).scale == 1.0
     assert guard.check(update(31.0), MODEL).refused
-    assert guard.state_dict() == {"norms": [10.0, 4.0, 6.0]}
+    assert guard.state_dict() == {"norms": [[1, 10.0], [2, 4.0], [3, 6.0]]}
 
 
-def test_it_acts_after_warmup_accepted_norms():
+def test_each_node_has_one_vote_its_latest_norm():
+    # A fast node sending most updates, all small, does not set the median alone.
+    guard = fed(UpdateGuard(), *[1.0] * 20, 10.0, 10.0, nodes=[0] * 20 + [1, 2])
+    assert guard.limit() == pytest.approx(10 * 20.0)  # median of 2, 20, 20
+    assert not guard.check(update(60.0, node=3), MODEL).refused
+    # A node's new accepted norm replaces its old one and makes it the most recent.
+    guard = fed(UpdateGuard(window=2), 1.0, 2.0, 4.0, nodes=[0, 1, 0])
+    assert guard.state_dict() == {"norms": [[1, 4.0], [0, 8.0]]}
+
+
+def test_it_acts_after_warmup_nodes():
     guard = UpdateGuard(warmup=2)
     assert guard.limit() is None and not fed(guard, 1.0).check(update(1e6), MODEL).refused
-    assert fed(guard, 1.0).check(update(1e6), MODEL).refused
+    fed(guard, 1.0, nodes=[0])  # the same node again: still one node
+    assert guard.limit() is None
+    assert fed(guard, 1.0, nodes=[1]).check(update(1e6), MODEL).refused
 
 
 def test_clip_mode_scales_to_the_limit_and_records_the_clipped_norm():
@@ -87,6 +99,14 @@ def test_state_round_trip_and_reset():
     assert other.limit() is None
 
 
+def test_a_window_saved_before_one_vote_per_node_loads_as_votes_of_unknown_nodes():
+    guard = UpdateGuard(window=3)
+    guard.load_state_dict({"norms": [8.0, 1.0, 2.0, 3.0]})  # the latest three count
+    assert guard.limit() == pytest.approx(10 * 2.0)
+    fed(guard, 100.0, 100.0, nodes=[5, 6])  # newer votes push the unknown ones out
+    assert guard.limit() == pytest.approx(10 * 200.0)
+
+
 def test_every_preset_takes_the_guard_and_is_guarded_by_default():
     for cls in PRESETS.values():
         assert cls().guard.factor == 10.0 and cls(guard=None).guard.factor is None
@@ -126,7 +146,8 @@ def test_a_resumed_run_keeps_the_guards_window_bit_for_bit(tmp_path):
     with pytest.raises(Crash):
         _start(make(tmp_path), _poisoned_fleet(), crash)
     saved = Checkpointer(tmp_path, None).load()
-    assert len(saved.guard["norms"]) == saved.num_updates == 8
+    # One vote for each honest node: the attacker's updates were all refused.
+    assert saved.num_updates == 8 and sorted(n for n, _ in saved.guard["norms"]) == [0, 1, 2, 3]
     resumed = _start(make(tmp_path), _poisoned_fleet())
     assert resumed.rejected == full.rejected and full.rejected["too-large"] >= 2
     np.testing.assert_array_equal(resumed.arrays["w"].numpy(), full.arrays["w"].numpy())

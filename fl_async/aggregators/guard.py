@@ -1,18 +1,20 @@
 """The update guard: an update far larger than the accepted ones is refused before a rule sees it.
 
 docs/algorithms.md, The update guard: with ``n_t`` the L2 norm of an update's floating arrays
-and ``M`` the median of the last ``window`` accepted norms, an update with
-``n_t > factor * M`` is rejected (``"too-large"``) or, in ``"clip"`` mode, scaled down to
-norm ``factor * M``. The guard acts once ``warmup`` accepted norms are known. A scaled
-(``x1000``) or sign-flipped (``x100``) update, or local training that blew up while staying
-finite, is caught; an update of ordinary size is never touched, so an honest run is unchanged.
+and ``M`` the median, over the last ``window`` nodes whose updates were accepted, of each one's
+latest accepted norm, an update with ``n_t > factor * M`` is rejected (``"too-large"``) or, in
+``"clip"`` mode, scaled down to norm ``factor * M``. The guard acts once ``warmup`` nodes have an
+accepted norm. One vote per node: a fast node sending most of the updates does not set the
+median alone (it did, with one vote per update, and honest slow nodes with more data, whose
+updates are larger, were refused until they left the run). A scaled (``x1000``) or sign-flipped
+(``x100``) update, or local training that blew up while staying finite, is caught.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,8 +26,8 @@ from fl_async.aggregators.updates import ClientUpdate, Rejected, check_update
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
 
 GUARD_FACTOR: Final = 10.0
-"""The default ``factor``: honest updates of one run differ by a few times, an attack by orders
-of magnitude (docs/algorithms.md, The update guard, on how often it fires on honest runs)."""
+"""The default ``factor``: an attack is orders of magnitude out of line; an honest update rarely
+is ten times the median of the nodes' votes (docs/algorithms.md, The update guard)."""
 TOO_LARGE: Final = "too-large"
 """The ``num_rejected`` key of an update the guard refused."""
 MODES: Final = ("reject", "clip")
@@ -39,6 +41,15 @@ class Verdict:
     """The update's norm (None: not measured, the guard is off or the update is malformed)."""
     scale: float = 1.0
     """1: pass it on as it is; below 1: clip it (multiply by ``scale``); 0: reject it."""
+    node: int | None = None
+    """The node that sent the update, whose vote its norm becomes once the rule accepts it."""
+
+    @property
+    def sent(self) -> float | None:
+        """The norm of the update as it came, before any clipping (None: not measured)."""
+        if self.norm is None or self.scale in (0.0, 1.0):
+            return self.norm
+        return self.norm / self.scale
 
     @property
     def refused(self) -> bool:
@@ -50,7 +61,7 @@ PASS: Final = Verdict(None)
 
 
 class UpdateGuard:
-    """Refuse (or clip) updates whose norm exceeds ``factor`` times the median of recent ones.
+    """Refuse (or clip) updates whose norm exceeds ``factor`` times the median of recent nodes'.
 
     Parameters
     ----------
@@ -61,9 +72,10 @@ class UpdateGuard:
         ``"reject"``: count the update in ``num_rejected["too-large"]``; ``"clip"``: scale it
         down to ``factor`` times the median and pass it on.
     window : int (default: 50)
-        How many recent accepted norms the median is taken over.
+        How many nodes the median is taken over: those most recently accepted, each with the
+        norm of its latest accepted update.
     warmup : int (default: 1)
-        Accepted norms needed before the guard acts (the first updates of a run pass).
+        Nodes with an accepted norm needed before the guard acts (the first update passes).
     """
 
     def __init__(self, *, factor: float | None = GUARD_FACTOR, mode: str = "reject",
@@ -74,7 +86,8 @@ class UpdateGuard:
         self.warmup = check_int("warmup", warmup, minimum=1)
         if self.warmup > self.window:
             raise InvalidArgument(f"warmup must be at most window ({self.window}), got {warmup}")
-        self._norms: deque[float] = deque(maxlen=self.window)
+        self._norms: OrderedDict[int, float] = OrderedDict()
+        """Node -> its latest accepted norm, least recently accepted node first."""
 
     @classmethod
     def of(cls, guard: UpdateGuard | float | None) -> UpdateGuard:
@@ -91,7 +104,7 @@ class UpdateGuard:
         (None while the guard is off or warming up)."""
         if self.factor is None or len(self._norms) < self.warmup:
             return None
-        return self.factor * statistics.median(self._norms)
+        return self.factor * statistics.median(self._norms.values())
 
     def check(self, update: ClientUpdate, model: Sequence[np.ndarray]) -> Verdict:
         """Measure ``update`` against the limit. A malformed or non-finite update passes: the
@@ -106,29 +119,38 @@ class UpdateGuard:
         norm = math.sqrt(squared_norm(floats))  # inf when float32 overflows on finite values
         if math.isnan(norm) or math.isinf(norm) and not all_finite(floats):
             return PASS
-        limit = self.limit()
+        limit, node = self.limit(), update.node_id
         if limit is None or norm <= limit:
-            return Verdict(norm)
+            return Verdict(norm, node=node)
         if self.mode == "reject":
-            return Verdict(norm, 0.0)
-        return Verdict(limit, limit / norm)
+            return Verdict(norm, 0.0, node)
+        return Verdict(limit, limit / norm, node)
 
     def accepted(self, verdict: Verdict) -> None:
-        """The rule accepted the update ``verdict`` was given for: its norm joins the window."""
-        if verdict.norm is not None:
-            self._norms.append(verdict.norm)
+        """The rule accepted the update ``verdict`` was given for: its norm becomes its node's
+        vote, and the node the most recent of the window."""
+        if verdict.norm is None:
+            return
+        self._norms.pop(verdict.node, None)
+        self._norms[verdict.node] = verdict.norm
+        while len(self._norms) > self.window:
+            self._norms.popitem(last=False)
 
     def reset(self) -> None:
         """Forget every norm (a new run starts)."""
         self._norms.clear()
 
     def state_dict(self) -> dict[str, Any]:
-        """The window of accepted norms, oldest first (plain floats)."""
-        return {"norms": list(self._norms)}
+        """The window: ``[node, norm]`` pairs, least recently accepted node first."""
+        return {"norms": [[node, norm] for node, norm in self._norms.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict()``."""
-        self._norms = deque((float(n) for n in state["norms"]), maxlen=self.window)
+        """Restore a ``state_dict()``. A window saved by an older fl-async (plain norms, one per
+        update) comes back as votes of distinct unknown nodes, which newer votes push out."""
+        pairs = [
+            p if isinstance(p, list | tuple) else [-1 - i, p] for i, p in enumerate(state["norms"])
+        ]
+        self._norms = OrderedDict((n, float(v)) for n, v in pairs[-self.window :])
 
     def hyperparameters(self) -> dict[str, Any]:
         """The guard's settings, for logs and the run's description."""

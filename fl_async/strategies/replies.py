@@ -25,8 +25,11 @@ from fl_async.strategies.tasks import Task
 # Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
 # "error": the SuperLink answers a message past its TTL with 3 and one to a lost node with 5.
 _ERROR_KINDS = {3: "timeout", 4: "timeout", 5: "lost"}
-_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
-"""Rejections caused by timing, not by what the node sent: they do not count against it."""
+_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate", TOO_LARGE})
+"""Rejections that do not count against the node: those caused by timing, and the update
+guard's, which honest nodes meet too (a local training that spiked once; a node with more data
+than most) and which already keeps the update out of the model. A run where no update passes
+stops with ``no-progress``."""
 
 
 SWEEP_EVERY = 1.0
@@ -127,12 +130,16 @@ class ReplyHandling:
             staleness=self.aggregator.version - task.base_version,
             num_examples=parsed.num_examples,
         )  # fmt: skip
-        outcome = self._apply_guarded(update, task)
+        outcome, norm = self._apply_guarded(update, task)
         self.policy.finished(task.stable_id, duration=duration)
         if node is not None:
             self._registry.answered(node, parsed.num_examples, accepted=outcome.accepted)
         if outcome.accepted:
             self.task_bases.accepted(task.stable_id, update.delta)
+        elif outcome.reason == TOO_LARGE:
+            # Its last accepted update leaves the rule's cache too (GSGM, MIFA, CA2FL): an update
+            # grown out of line may have grown through it. Its next accepted one comes back.
+            self.aggregator.forget(task.stable_id)
         elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
             if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
                 self._leave(task.stable_id)
@@ -140,16 +147,18 @@ class ReplyHandling:
             {**parsed.metrics, "server-step": self.aggregator.version, "node-id": task.node_id,
              "stable-id": task.stable_id, "staleness": update.staleness,
              "iteration": task.iteration, "virtual-time": self._order.now,
-             "wall-time": arrival - self._recorder.wall_start},
+             "wall-time": arrival - self._recorder.wall_start,
+             **({} if norm is None else {"update-norm": norm})},
             accepted=outcome.accepted,
         )  # fmt: skip
 
-    def _apply_guarded(self, update: ClientUpdate, task: Task) -> Outcome:
+    def _apply_guarded(self, update: ClientUpdate, task: Task) -> tuple[Outcome, float | None]:
         """Hand ``update`` to the rule unless the update guard refuses it (``"too-large"``);
-        in clip mode an update out of line is scaled down first (a ``clipped`` fault)."""
+        in clip mode an update out of line is scaled down first (a ``clipped`` fault). Also
+        the norm the guard measured (None: it is off or the update is malformed)."""
         verdict = self.guard.check(update, self.aggregator.params)
         if verdict.refused:
-            return self.aggregator.refuse(update, TOO_LARGE)
+            return self.aggregator.refuse(update, TOO_LARGE), verdict.sent
         if verdict.scale < 1.0:
             self._recorder.fault("clipped", f"node {task.node_id} (stable id {task.stable_id}): "
                                  f"update norm scaled by {verdict.scale:.3g}")  # fmt: skip
@@ -157,7 +166,7 @@ class ReplyHandling:
         outcome = self.aggregator.apply(update)
         if outcome.accepted:
             self.guard.accepted(verdict)
-        return outcome
+        return outcome, verdict.sent
 
     def _failed(self, task: Task, why: str, kind: str) -> None:
         """``task`` ended without an update: count it against its node, which leaves the
