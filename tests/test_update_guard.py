@@ -99,11 +99,11 @@ def test_state_round_trip_and_reset():
     assert other.limit() is None
 
 
-def test_a_window_saved_before_one_vote_per_node_loads_as_votes_of_unknown_nodes():
+def test_a_window_saved_before_one_vote_per_node_loads_as_one_vote():
     guard = UpdateGuard(window=3)
-    guard.load_state_dict({"norms": [8.0, 1.0, 2.0, 3.0]})  # the latest three count
-    assert guard.limit() == pytest.approx(10 * 2.0)
-    fed(guard, 100.0, 100.0, nodes=[5, 6])  # newer votes push the unknown ones out
+    guard.load_state_dict({"norms": [8.0, 1.0, 2.0, 3.0]})  # one norm per update, no nodes
+    assert guard.state_dict() == {"norms": [[-1, 2.5]]} and guard.limit() == pytest.approx(25.0)
+    fed(guard, 100.0, 100.0, 100.0, nodes=[5, 6, 7])  # a vote like any: pushed out in its turn
     assert guard.limit() == pytest.approx(10 * 200.0)
 
 

@@ -31,6 +31,8 @@ is ten times the median of the nodes' votes (docs/algorithms.md, The update guar
 TOO_LARGE: Final = "too-large"
 """The ``num_rejected`` key of an update the guard refused."""
 MODES: Final = ("reject", "clip")
+OLD_WINDOW: Final = -1
+"""The node a window saved before one vote per node stands for (no stable id is negative)."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +148,11 @@ class UpdateGuard:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``. A window saved by an older fl-async (plain norms, one per
-        update) comes back as votes of distinct unknown nodes, which newer votes push out."""
-        pairs = [
-            p if isinstance(p, list | tuple) else [-1 - i, p] for i, p in enumerate(state["norms"])
-        ]
-        self._norms = OrderedDict((n, float(v)) for n, v in pairs[-self.window :])
+        update, no nodes) comes back as one vote, its median, of a node no longer heard from."""
+        saved = state["norms"]
+        if saved and not isinstance(saved[0], list | tuple):
+            saved = [[OLD_WINDOW, statistics.median(float(n) for n in saved)]]
+        self._norms = OrderedDict((int(n), float(v)) for n, v in saved[-self.window :])
 
     def hyperparameters(self) -> dict[str, Any]:
         """The guard's settings, for logs and the run's description."""
