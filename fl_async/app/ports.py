@@ -16,8 +16,10 @@ import socket
 import threading
 from pathlib import Path
 
-PORT_FLOOR = 10240
-"""The lowest port handed out: above the well-known ports and Ray's defaults (6379, 8265, 10001)."""
+PORT_FLOOR = 20000
+"""The lowest port handed out: above the well-known ports and Ray's defaults (6379, 8265, 10001,
+and 10002 to 19999 for the workers of a node started without ``--min-worker-port``, which refuses
+to start when one of its other ports lies in that range)."""
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 """Where Linux says which ports it hands out by itself."""
 DYNAMIC_PORTS = 49152
