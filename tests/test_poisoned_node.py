@@ -114,3 +114,19 @@ def test_clip_mode_scales_the_update_down_and_counts_it():
     # Bounded, not harmless: each poisoned update still counts ten times the median one, which
     # is why "reject" is the default.
     assert max(losses) < 100 * losses[0]
+
+
+@pytest.mark.parametrize("preset", ["asgd", "gsgm", "fedbuff"])
+def test_a_fleet_whose_every_update_is_refused_stops_with_no_progress(preset):
+    # Refusals do not count against a node, so no node leaves: the run must end on its own.
+    nodes = quadratic_fleet(5, seed=21)
+    fleet = {k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 1000.0) for k, n in nodes.items()}
+    strategy = PRESETS[preset](clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1,
+                                poll_interval=0.001, patience=20)  # fmt: skip
+    with task_identity():
+        result = strategy.start(
+            FakeGrid(fleet, delay_seed=2, max_delay=0), initial_arrays(), num_rounds=50,
+            timeout=5, train_config=TRAIN,
+        )  # fmt: skip
+    assert result.stopped_by == "no-progress"
+    assert result.rejected["too-large"] >= 20 and result.num_updates <= 5
