@@ -25,11 +25,8 @@ from fl_async.strategies.tasks import Task
 # Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
 # "error": the SuperLink answers a message past its TTL with 3 and one to a lost node with 5.
 _ERROR_KINDS = {3: "timeout", 4: "timeout", 5: "lost"}
-_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate", TOO_LARGE})
-"""Rejections that do not count against the node: those caused by timing, and the update
-guard's, which honest nodes meet too (a local training that spiked once; a node with more data
-than most) and which already keeps the update out of the model. A run where no update passes
-stops with ``no-progress``."""
+_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
+"""Rejections caused by timing, not by what the node sent: they do not count against it."""
 
 
 SWEEP_EVERY = 1.0
@@ -137,8 +134,10 @@ class ReplyHandling:
         if outcome.accepted:
             self.task_bases.accepted(task.stable_id, update.delta)
         elif outcome.reason == TOO_LARGE:
-            # Its last accepted update leaves the rule's cache too (GSGM, MIFA, CA2FL): an update
-            # grown out of line may have grown through it. Its next accepted one comes back.
+            # Not counted against the node: honest nodes meet the guard too (a local training
+            # that spiked once), and a run where nothing passes stops with no-progress. Its last
+            # accepted update leaves the rule's cache (GSGM, MIFA, CA2FL): an update grown out of
+            # line may have grown through it. Its next accepted one comes back.
             self.aggregator.forget(task.stable_id)
         elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
             if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
