@@ -72,6 +72,7 @@ def test_tensorboard_event_files_hold_the_numbers_of_history_json(tmp_path):
     updates = history["updates"]
     assert series("update/staleness") == f32((u["index"], u["staleness"]) for u in updates)
     assert series("update/virtual-time") == f32((u["index"], u["virtual-time"]) for u in updates)
+    assert series("update/update-norm") == f32((u["index"], u["update-norm"]) for u in updates)
     assert series("summary/final-accuracy") == f32([(0, history["final-accuracy"])])
     assert series("summary/num-updates") == [(0, 6.0)]
     tensors = events.Tags()["tensors"]
@@ -136,9 +137,23 @@ HISTORY = {
         {"server-step": 2, "accuracy": 0.4, "loss": None, "virtual-time": 1.2345},
     ],
     "updates": [
-        {"index": 1, "staleness": 0, "server-step": 1, "virtual-time": 0.7, "accepted": True},
+        {
+            "index": 1,
+            "staleness": 0,
+            "server-step": 1,
+            "virtual-time": 0.7,
+            "accepted": True,
+            "update-norm": 2.5,
+        },
         {"index": 2, "staleness": 1, "server-step": 1, "virtual-time": 0.9, "accepted": False},
-        {"index": 3, "staleness": 1, "server-step": 2, "virtual-time": 1.2, "accepted": True},
+        {
+            "index": 3,
+            "staleness": 1,
+            "server-step": 2,
+            "virtual-time": 1.2,
+            "accepted": True,
+            "update-norm": 3.0,
+        },
     ],
     "final-accuracy": 0.4,
     "final-loss": None,
@@ -164,6 +179,8 @@ def test_a_tracker_of_ones_own_gets_every_point_and_a_null_is_left_out():
         (1234, {"eval-by-virtual-time/accuracy": 0.4}),
     ]
     assert [m[1]["update/rejected"] for m in metrics[4:]] == [0.0, 1.0, 1.0]
+    # an update the guard did not measure (here a malformed one) has no norm point
+    assert [m[1].get("update/update-norm") for m in metrics[4:]] == [2.5, None, 3.0]
     summary = tracker.calls[-2]
     assert summary[1]["summary/faults/error-reply"] == 1.0
     assert summary[1]["summary/rejected/guard"] == 1.0

@@ -8,8 +8,9 @@ what ``history.json`` holds. Metric names and steps (docs/running.md, "Experimen
   ``eval/num-updates`` at step = server step, one point per central evaluation;
 - ``eval-by-virtual-time/accuracy`` and ``.../loss`` at step = virtual time in milliseconds
   (trackers' steps are integers; a run with ``clock.type = "real"`` has no virtual time);
-- ``update/staleness``, ``update/server-step``, ``update/virtual-time`` and
-  ``update/rejected`` (updates rejected so far) at step = the update's index (1, 2, ...);
+- ``update/staleness``, ``update/server-step``, ``update/virtual-time``, ``update/update-norm``
+  (where the update guard measured it) and ``update/rejected`` (updates rejected so far) at
+  step = the update's index (1, 2, ...);
 - the summary: ``summary/final-accuracy``, ``summary/final-loss``, ``summary/num-updates``,
   ``summary/server-steps``, ``summary/virtual-time``, ``summary/wall-time``,
   ``summary/faults/<kind>``, ``summary/rejected/<reason>``, and the texts ``stopped-by`` and
@@ -84,13 +85,16 @@ def evaluation_points(history: Mapping[str, Any]) -> Iterator[tuple[int, dict[st
             yield round(1000 * float(evaluation["virtual-time"])), by_time
 
 
+_UPDATE_FIELDS = ("staleness", "server-step", "virtual-time", "update-norm")
+
+
 def update_points(history: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, float]]]:
-    """``(index, metrics)`` of each update: staleness, server step, virtual time, rejected so
-    far."""
+    """``(index, metrics)`` of each update: staleness, server step, virtual time, update norm
+    (when measured), rejected so far."""
     rejected = 0
     for update in history.get("updates", []):
         rejected += 0 if update.get("accepted", True) else 1
-        fields = {key: update.get(key) for key in ("staleness", "server-step", "virtual-time")}
+        fields = {key: update.get(key) for key in _UPDATE_FIELDS}
         metrics = _numbers({f"update/{key}": value for key, value in fields.items()})
         metrics["update/rejected"] = float(rejected)
         yield int(update["index"]), metrics
