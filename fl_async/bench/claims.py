@@ -77,28 +77,38 @@ def _judged(
     return None if end is None or _complete(split, *names) is None else bool(rule(end))
 
 
+def _by_low(
+    split: Split,
+    mine: str,
+    theirs: str,
+    estimate: paired.stats.Estimate,
+    rule: Callable[[float], bool],
+    what: str,
+) -> Check:
+    """``mine`` − ``theirs`` judged by ``rule`` on its interval's lower end."""
+    verdict = _judged(split, estimate.low, (mine, theirs), rule)
+    return Check(f"{mine} − {theirs}, {what}", _points(estimate), estimate.seeds, verdict)
+
+
 def not_lower(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy not lower: the difference's interval starts at or above ``MARGIN``."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
-    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low >= MARGIN)
-    what = f"{mine} − {theirs}, final acc. (pts): not lower (interval from {MARGIN:+.1f})"
-    return Check(what, _points(estimate), estimate.seeds, verdict)
+    what = f"final acc. (pts): not lower (interval from {MARGIN:+.1f})"
+    return _by_low(split, mine, theirs, estimate, lambda low: low >= MARGIN, what)
 
 
 def higher(split: Split, mine: str, theirs: str) -> Check:
     """Final accuracy higher: the difference's interval lies above 0."""
     estimate = paired.accuracy_difference(split.runs[mine], split.runs[theirs])
-    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
-    what = f"{mine} − {theirs}, final acc. (pts): higher (interval above 0)"
-    return Check(what, _points(estimate), estimate.seeds, verdict)
+    what = "final acc. (pts): higher (interval above 0)"
+    return _by_low(split, mine, theirs, estimate, lambda low: low > 0, what)
 
 
 def faster_curve(split: Split, mine: str, theirs: str) -> Check:
     """Higher accuracy along the whole budget: the grid-mean difference's interval above 0."""
     estimate = paired.curve_difference(split.runs[mine], split.runs[theirs])
-    verdict = _judged(split, estimate.low, (mine, theirs), lambda low: low > 0)
-    what = f"{mine} − {theirs}, mean grid acc. (pts): higher (interval above 0)"
-    return Check(what, _points(estimate), estimate.seeds, verdict)
+    what = "mean grid acc. (pts): higher (interval above 0)"
+    return _by_low(split, mine, theirs, estimate, lambda low: low > 0, what)
 
 
 def sooner(split: Split, mine: str, theirs: str) -> Check:
