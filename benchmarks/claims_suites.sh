@@ -9,8 +9,9 @@
 # SUITES_DIR: a folder outside the worktree, where each suite folder is made. SUITE: run only
 # these (claims-a-dir, claims-a-ls, claims-s30, claims-alpha0.05, claims-alpha0.5,
 # claims-alpha1.0, claims-b, claims-s100); default: all, in this order. Stopped at any point, the
-# same command starts only the runs each suite lacks (a run cut off is re-run whole: seeded on
-# the virtual clock, it gives the same history). No run has a wall-time limit.
+# same command starts only the runs each suite lacks, and a run cut off resumes from its last
+# checkpoint (every CHECKPOINT server steps; a run cut before its first starts again), to the
+# history it would have written uninterrupted. No run has a wall-time limit.
 set -euo pipefail
 
 SUITES=${1:?usage: bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]}
@@ -24,6 +25,10 @@ R_A_LS=50
 R_S30=40
 R_B=30
 R_S100=50
+
+# A run's checkpoint, in its output-dir, every this many server steps: a cut run loses at most
+# the steps since (SSGD's and GSGM's rounds are few, so they mostly start again, and are short).
+CHECKPOINT="checkpoint-every=200"
 
 # Every preset at the point the sweep chose (benchmarks/results/suites/presets-a-sweep/tuned.json):
 # the defaults, but these four.
@@ -44,22 +49,22 @@ run_suite() {
   case $name in
     claims-a-dir)
       "${BENCH[@]}" --scenario a --splits dirichlet --rounds $R_A_DIR --strategies $ALL \
-        --run-config "$TUNED" "${SSP[@]}" "${DEFAULTS[@]}" --out "$SUITES/$name" ;;
+        --run-config "$TUNED $CHECKPOINT" "${SSP[@]}" "${DEFAULTS[@]}" --out "$SUITES/$name" ;;
     claims-a-ls)
       "${BENCH[@]}" --scenario a --splits label-skew --rounds $R_A_LS --strategies $ALL \
-        --run-config "$TUNED" "${SSP[@]}" --out "$SUITES/$name" ;;
+        --run-config "$TUNED $CHECKPOINT" "${SSP[@]}" --out "$SUITES/$name" ;;
     claims-s30)
       "${BENCH[@]}" --scenario s --rounds $R_S30 --strategies $ALL \
-        --run-config "$TUNED" "${SSP[@]}" --out "$SUITES/$name" ;;
+        --run-config "$TUNED $CHECKPOINT" "${SSP[@]}" --out "$SUITES/$name" ;;
     claims-alpha0.05 | claims-alpha0.5 | claims-alpha1.0)
       "${BENCH[@]}" --scenario a --splits dirichlet --rounds $R_A_DIR --strategies ssgd,asgd,gsgm \
-        --run-config "$TUNED partition.alpha=${name#claims-alpha}" --out "$SUITES/$name" ;;
+        --run-config "$TUNED $CHECKPOINT partition.alpha=${name#claims-alpha}" --out "$SUITES/$name" ;;
     claims-b)
       "${BENCH[@]}" --scenario b --splits dirichlet --rounds $R_B --strategies ssgd,gsgm,asgd \
-        --run-config "$TUNED" --out "$SUITES/$name" ;;
+        --run-config "$TUNED $CHECKPOINT" --out "$SUITES/$name" ;;
     claims-s100)
       "${BENCH[@]}" --scenario s --nodes 100 --rounds $R_S100 \
-        --strategies ssgd,fedbuff,fedasync,fadas --run-config "$TUNED" --out "$SUITES/$name" ;;
+        --strategies ssgd,fedbuff,fedasync,fadas --run-config "$TUNED $CHECKPOINT" --out "$SUITES/$name" ;;
   esac
 }
 

@@ -38,3 +38,11 @@ def test_an_unknown_suite_is_refused_before_anything_runs(tmp_path: Path) -> Non
     assert done.returncode == 2
     assert "no suite claims-nope; allowed: claims-a-dir claims-a-ls" in done.stderr
     assert not (tmp_path / "suites").exists()  # not even the first suite started
+
+
+def test_every_suite_checkpoints_its_runs() -> None:
+    """A run cut off resumes from its checkpoint: every suite's run config sets it."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    assert re.search(r'^CHECKPOINT="checkpoint-every=\d+"$', text, re.MULTILINE)
+    configs = re.findall(r'--run-config "([^"]*)"', text)
+    assert len(configs) == 6 and all("$CHECKPOINT" in c for c in configs)

@@ -1,0 +1,96 @@
+"""A bench run killed outright (SIGKILL of its whole process group, as the end of a session kills
+it) with ``checkpoint-every`` set resumes from its last checkpoint when the same command runs
+again, and writes the history an uninterrupted run writes (the claims study relies on it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fl_async.app import local_ray
+from fl_async.cli import main
+from fl_async.strategies.checkpoint import FILENAME
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = [
+    "--scenario", "a",
+    "--splits", "dirichlet",
+    "--seeds", "0",
+    "--nodes", "4",
+    "--rounds", "4",
+    "--grid", "10",
+    "--strategies", "ssgd,asgd",
+    "--run-config", "checkpoint-every=2",
+    "--actors", "1",
+]  # fmt: skip
+STATE = Path("checkpoint") / FILENAME
+DROP = {"wall-time", "node-id"}
+"""What a seeded run does not fix: wall times and Flower's random node ids."""
+
+
+def _comparable(history: dict) -> dict:
+    lists = ("evaluations", "updates", "grid-evaluations")
+    fixed = {k: [{f: v for f, v in e.items() if f not in DROP} for e in history[k]] for k in lists}
+    totals = ("num-updates", "server-steps", "virtual-time", "final-accuracy", "rejected", "faults")
+    return fixed | {key: history[key] for key in (*totals, "stopped-by")}
+
+
+def _kill_leftovers(ray_log: Path) -> None:
+    """Ray's daemons run in sessions of their own and outlive a SIGKILL of the launcher's group:
+    kill those of the head ``ray_log`` (the run's ``ray.log``) names, and no other run's."""
+    names = set(re.findall(r"fl-async-ray-\w+", ray_log.read_text(errors="replace")))
+    assert names, f"{ray_log} names no Ray directory"
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if any(name in command for name in names):
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
+    """``fl-async argv`` in a new session, SIGKILLed whole once ``run`` has a checkpoint."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fl_async.cli", *argv], cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (run / STATE).is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    _kill_leftovers(run / local_ray.LOG)
+
+
+@pytest.mark.slow(seconds=120)
+def test_a_killed_run_resumes_from_its_checkpoint_to_the_uninterrupted_history(tmp_path):
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main(["bench", *SUITE, "--out", str(whole)]) == 0
+    shutil.copytree(whole, cut)  # SSGD's run (the budget) is shared; ASGD runs again, and is cut
+    shutil.rmtree(cut / "dirichlet" / "asgd-seed0")
+    run = cut / "dirichlet" / "asgd-seed0"
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr")}
+    _kill_after_first_checkpoint(["bench", *SUITE, "--out", str(cut)], run, env)
+    assert (run / STATE).is_file() and not (run / "history.json").exists()  # cut mid-run
+    assert main(["bench", *SUITE, "--out", str(cut)]) == 0
+    log = (run / "run.log").read_text(errors="replace")
+    resumed, uninterrupted = (
+        json.loads((folder / "dirichlet" / "asgd-seed0" / "history.json").read_text())
+        for folder in (cut, whole)
+    )
+    at = re.search(r"Resumed from .* at server step (\d+)", log)  # resumed, not started again
+    assert at is not None and 2 <= int(at.group(1)) < resumed["server-steps"]
+    assert _comparable(resumed) == _comparable(uninterrupted)
