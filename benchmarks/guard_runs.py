@@ -5,10 +5,12 @@ Usage::
     python benchmarks/guard_runs.py SUITE [SUITE ...] [--label TEXT] [--out DIR]
 
 Each SUITE is an ``fl-async bench`` suite folder. For every run (``<split>/<run>-seed<k>/``) the
-result holds the updates its guard refused as too large, the nodes that left the run (its
+result holds the updates its guard refused as too large and how many nodes sent them, the nodes
+that left the run (its
 ``run.log``'s "leaves the run" lines), its final accuracy and its number of updates; and, where
 the history holds each update's ``update-norm``, the largest ratio of an update's norm to each of
-two references over the accepted norms before it, and how many updates exceed ``FACTOR`` times it:
+two references over the accepted norms before it, and how many updates (of how many nodes) exceed
+``FACTOR`` times it:
 
 - ``per-update``: the median of the last ``WINDOW`` accepted updates' norms (the guard before
   one vote per node);
@@ -42,16 +44,16 @@ FACTOR = 10.0
 LEFT = re.compile(r"node with stable id (\d+) leaves the run")
 
 
-def ratios(updates: list[tuple[int, float, bool]]) -> dict[str, list[float]]:
-    """Each update's norm over both references, from the accepted updates before it
+def ratios(updates: list[tuple[int, float, bool]]) -> dict[str, list[tuple[int, float]]]:
+    """Each update's node and norm over both references, from the accepted updates before it
     (``updates``: stable id, norm, accepted, in the order applied)."""
     recent: deque[float] = deque(maxlen=WINDOW)
     votes: OrderedDict[int, float] = OrderedDict()
-    found: dict[str, list[float]] = {"per-update": [], "per-node": []}
+    found: dict[str, list[tuple[int, float]]] = {"per-update": [], "per-node": []}
     for node, norm, accepted in updates:
         if recent:
-            found["per-update"].append(norm / statistics.median(recent))
-            found["per-node"].append(norm / statistics.median(votes.values()))
+            found["per-update"].append((node, norm / statistics.median(recent)))
+            found["per-node"].append((node, norm / statistics.median(votes.values())))
         if accepted:
             recent.append(norm)
             votes.pop(node, None)
@@ -73,6 +75,7 @@ def run_result(folder: Path) -> dict[str, Any]:
     ]
     result: dict[str, Any] = {
         "refused": int(history["rejected"].get("too-large", 0)),
+        "refused-nodes": len({u["stable-id"] for u in history["updates"] if not u["accepted"]}),
         "left": len(left),
         "nodes": int(history["num-nodes"]),
         "final-accuracy": round(100 * float(history["final-accuracy"]), 1),
@@ -80,9 +83,11 @@ def run_result(folder: Path) -> dict[str, Any]:
     }
     if measured and len(measured) == len(history["updates"]):
         for name, found in ratios(measured).items():
+            over = [node for node, r in found if r > FACTOR]
             result[name] = {
-                "max": round(max(found), 1),
-                "over": sum(r > FACTOR for r in found),
+                "max": round(max(r for _, r in found), 1),
+                "over": len(over),
+                "over-nodes": len(set(over)),
             }
     return result
 

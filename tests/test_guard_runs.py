@@ -35,8 +35,9 @@ def test_a_fast_node_sets_the_median_of_updates_not_of_nodes(tmp_path: Path) -> 
     _run(tmp_path / "suite" / "dirichlet" / "asgd-seed0",
          [(0, 1.0, True)] * 20 + [(1, 15.0, True), (2, 15.0, True)])  # fmt: skip
     result = guard_runs.suite_result(tmp_path / "suite")["dirichlet/asgd-seed0"]
-    assert result["per-update"] == {"max": 15.0, "over": 2}  # 15 over a median of 1, twice
-    assert result["per-node"] == {"max": 15.0, "over": 1}  # then node 1 votes: median 8
+    # 15 over a median of 1, twice (nodes 1 and 2)
+    assert result["per-update"] == {"max": 15.0, "over": 2, "over-nodes": 2}
+    assert result["per-node"] == {"max": 15.0, "over": 1, "over-nodes": 1}  # then median 8
     assert result["updates"] == 22 and result["refused"] == 0 and result["left"] == 0
 
 
@@ -51,10 +52,31 @@ def test_refusals_and_departures_are_counted_and_runs_without_norms_reach_nothin
     _run(tmp_path / "old" / "dirichlet" / "asgd-seed30",
          [(0, None, True), (1, None, False), (2, None, False)], log)  # fmt: skip
     found = guard_runs.suite_result(tmp_path / "old")["dirichlet/asgd-seed30"]
-    assert found == {"refused": 2, "left": 2, "nodes": 3, "final-accuracy": 91.2, "updates": 3}
+    assert found == {"refused": 2, "refused-nodes": 2, "left": 2, "nodes": 3,
+                     "final-accuracy": 91.2, "updates": 3}  # fmt: skip
     result = {"commit": "abc1234", "date": "2026-11-27", "versions": "v", "cpus": 2,
               "load": [0.5, 0.6], "label": "", "factor": 10.0, "window": 50,
               "suites": {"old": {"dirichlet/asgd-seed30": found}}}  # fmt: skip
-    assert "| old | dirichlet | asgd-seed30 | 2 | 2 of 3 | 91.2 | 3 | – | – |" in (
+    assert "| old | dirichlet | asgd-seed30 | 2 (2 nodes) | 2 of 3 | 91.2 | 3 | – | – |" in (
         guard_table.table(result)
     )
+
+
+def test_refusals_of_one_node_say_so_and_a_result_without_counts_still_renders(
+    tmp_path: Path,
+) -> None:
+    _run(tmp_path / "s" / "dirichlet" / "ssgd-seed0",
+         [(0, 1.0, True), (1, 1.0, True), (2, 30.0, False), (2, 40.0, False)])  # fmt: skip
+    found = guard_runs.suite_result(tmp_path / "s")["dirichlet/ssgd-seed0"]
+    assert found["refused-nodes"] == 1 and found["per-node"]["over-nodes"] == 1
+    older = {k: v for k, v in found.items() if k not in ("refused-nodes", "per-node")}
+    runs = {"dirichlet/ssgd-seed0": found, "dirichlet/ssgd-seed1": older}
+    result = {"commit": "abc1234", "date": "2026-11-27", "versions": "v", "cpus": 2,
+              "load": [0.5, 0.6], "label": "", "factor": 10.0, "window": 50,
+              "suites": {"s": runs}}  # fmt: skip
+    text = guard_table.table(result)
+    assert (
+        "| s | dirichlet | ssgd-seed0 | 2 (1 node) | 0 of 3 | 91.2 | 4 | 40.0 / 2 (1 node) "
+        "| 40.0 / 2 (1 node) |" in text
+    )
+    assert "| s | dirichlet | ssgd-seed1 | 2 | 0 of 3 | 91.2 | 4 | 40.0 / 2 (1 node) | – |" in text

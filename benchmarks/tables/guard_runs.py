@@ -10,7 +10,17 @@ BENCHMARK = "guard-runs"
 def _reach(run: dict, name: str) -> str:
     """The largest ratio and the count over the factor, or ``–`` where norms were not kept."""
     found = run.get(name)
-    return "–" if found is None else f"{found['max']:.1f} / {found['over']}"
+    if found is None:
+        return "–"
+    return f"{found['max']:.1f} / {_count(found['over'], found.get('over-nodes'))}"
+
+
+def _count(updates: int, nodes: int | None) -> str:
+    """A count of updates, with the nodes that sent them where there are any and the result
+    counted them."""
+    if not updates or nodes is None:
+        return str(updates)
+    return f"{updates} ({nodes} node{'' if nodes == 1 else 's'})"
 
 
 def table(result: dict) -> str:
@@ -20,9 +30,11 @@ def table(result: dict) -> str:
     lines = [
         caption(result, "python benchmarks/guard_runs.py") + f" {result['label']}".rstrip(),
         "",
-        f"Refused: updates the run's guard refused as too large. Left: nodes that left the run. "
+        f"Refused: updates the run's guard refused as too large (and how many nodes sent them). "
+        f"Left: nodes that left the run. "
         f"Reach: the largest ratio of an update's norm to the reference over the accepted norms "
-        f"before it, and how many updates exceeded {factor} times it (the default factor); "
+        f"before it, and how many updates (of how many nodes) exceeded {factor} times it (the "
+        f"default factor); "
         f"updates: replies handled, accepted or refused; "
         f"per update: the median of the last {result['window']} accepted norms; per node: the "
         f"median, over the last {result['window']} nodes accepted, of each one's latest "
@@ -36,7 +48,8 @@ def table(result: dict) -> str:
         for key, run in runs.items():
             split, name = key.split("/")
             lines.append(
-                f"| {suite} | {split} | {name} | {run['refused']} | {run['left']} of "
+                f"| {suite} | {split} | {name} | "
+                f"{_count(run['refused'], run.get('refused-nodes'))} | {run['left']} of "
                 f"{run['nodes']} | {run['final-accuracy']:.1f} | {run['updates']} | "
                 f"{_reach(run, 'per-update')} | {_reach(run, 'per-node')} |"
             )
