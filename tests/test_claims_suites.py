@@ -40,9 +40,11 @@ def test_an_unknown_suite_is_refused_before_anything_runs(tmp_path: Path) -> Non
     assert not (tmp_path / "suites").exists()  # not even the first suite started
 
 
-def test_every_suite_checkpoints_its_runs() -> None:
-    """A run cut off resumes from its checkpoint: every suite's run config sets it."""
+def test_every_suite_checkpoints_its_runs_and_turns_the_guard_off() -> None:
+    """A run cut off resumes from its checkpoint, and no honest update is refused: every suite's
+    run config says so."""
     text = SCRIPT.read_text(encoding="utf-8")
     assert re.search(r'^CHECKPOINT="checkpoint-every=\d+"$', text, re.MULTILINE)
+    assert re.search(r'^GUARD="guard.factor=0"$', text, re.MULTILINE)
     configs = re.findall(r'--run-config "([^"]*)"', text)
-    assert len(configs) == 6 and all("$CHECKPOINT" in c for c in configs)
+    assert len(configs) == 6 and all("$CHECKPOINT $GUARD" in c for c in configs)
