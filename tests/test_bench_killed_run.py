@@ -1,9 +1,11 @@
 """A bench run killed outright (SIGKILL of its whole process group, as the end of a session kills
 it) with ``checkpoint-every`` set resumes from its last checkpoint when the same command runs
-again, and writes the history an uninterrupted run writes (the claims study relies on it)."""
+again, and writes the history an uninterrupted run writes (the claims study relies on it); its
+Ray head, in a session of its own, stops with it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,25 +46,25 @@ def _comparable(history: dict) -> dict:
     return fixed | {key: history[key] for key in (*totals, "stopped-by")}
 
 
-def _kill_leftovers(ray_log: Path) -> None:
-    """Ray's daemons run in sessions of their own and outlive a SIGKILL of the launcher's group:
-    kill those of the head ``ray_log`` (the run's ``ray.log``) names, and no other run's."""
+def _ray_processes(ray_log: Path) -> list[int]:
+    """The processes of the head ``ray_log`` (a run's ``ray.log``) names: their command lines
+    name its directory."""
     names = set(re.findall(r"fl-async-ray-\w+", ray_log.read_text(errors="replace")))
     assert names, f"{ray_log} names no Ray directory"
+    found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             command = (proc / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
         if any(name in command for name in names):
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            found.append(int(proc.name))
+    return found
 
 
 def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
-    """``fl-async argv`` in a new session, SIGKILLed whole once ``run`` has a checkpoint."""
+    """``fl-async argv`` in a new session, SIGKILLed whole once ``run`` has a checkpoint; then
+    the run's Ray head, in a session of its own, must stop by itself (it dies with its launcher)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "fl_async.cli", *argv], cwd=ROOT, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -72,7 +74,13 @@ def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-    _kill_leftovers(run / local_ray.LOG)
+    deadline = time.monotonic() + 60
+    while (left := _ray_processes(run / local_ray.LOG)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:  # so that a failure leaves nothing behind
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"Ray's processes {left} outlived the killed launcher"
 
 
 @pytest.mark.slow(seconds=120)

@@ -3,8 +3,10 @@ run, and a head that exits or never answers fails the run with a line that says 
 instead of leaving Ray's ``ray.init()`` to wait for it. Fakes stand in for Ray and Flower; every
 launch of the app (the slow tests) runs the real head."""
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -169,3 +171,46 @@ def _program(pid: int) -> str:
         return ""
     scripts = [arg for arg in argv[1:3] if arg.endswith(".py")]
     return scripts[0] if "python" in argv[0] and scripts else argv[0]
+
+
+LAUNCHER = """import subprocess, sys, time
+from fl_async.app import local_ray
+child = local_ray._dying_with_this_process([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+print(subprocess.Popen(child).pid, flush=True)
+time.sleep(60)"""
+CHILD = """import signal, sys, time
+def stopped(signum, frame):
+    open(sys.argv[1], "a").write("SIGTERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stopped)
+open(sys.argv[1], "w").write("ready ")
+time.sleep(60)"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_head_gets_sigterm_when_the_launcher_is_killed_outright(tmp_path):
+    """SIGKILL gives the launcher no chance to stop its head (``ray start --block``, which
+    stops Ray's services on SIGTERM): the kernel sends the head SIGTERM."""
+    said = tmp_path / "child.txt"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, CHILD, str(said)], stdout=subprocess.PIPE, text=True
+    )
+    child = int(launcher.stdout.readline())
+    try:
+        assert _waited_for(lambda: said.is_file() and "ready" in said.read_text())
+        launcher.kill()
+        launcher.wait()
+        assert _waited_for(lambda: "SIGTERM" in said.read_text()), said.read_text()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def _waited_for(condition, seconds: float = 30.0) -> bool:
+    """Whether ``condition()`` came true within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -11,6 +11,9 @@ The head has one CPU per actor and a temporary directory of its own, so that no 
 the run ends, and its directory (Ray's session logs) is removed unless the run failed. A head
 that exits, or does not answer within ``START_TIMEOUT`` seconds, fails the run
 (``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it for minutes.
+On Linux the head also dies with the launcher when nothing could stop it (the launcher killed
+with SIGKILL): the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), on which ``ray start
+--block`` stops Ray's services; without it they would outlive the run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ LEAN = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "
 workers of their own for them, and the prestarted ones only cost a Python start-up each."""
 LOG = "ray.log"
 """The head's output (``ray start``), in the run's output directory."""
+FATE_SHARED = """\
+import ctypes, os, signal, sys
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG, kept across exec
+    if os.getppid() != int(sys.argv[1]):  # the launcher died before prctl took effect
+        sys.exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+"""Run ``argv[2:]`` so that it gets SIGTERM when the process ``argv[1]`` (its parent) dies."""
 
 
 class RayHead:
@@ -62,7 +74,7 @@ class RayHead:
         """Set once the head's GCS answers."""
         with log_file.open("w") as log:
             self.process = subprocess.Popen(
-                _command(port, actors, self.temp_dir),
+                _dying_with_this_process(_command(port, actors, self.temp_dir)),
                 env={**env, **LEAN},
                 cwd=cwd,
                 stdout=log,
@@ -106,6 +118,13 @@ class RayHead:
 
 
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
+
+
+def _dying_with_this_process(command: list[str]) -> list[str]:
+    """``command`` (an absolute executable first) run by ``FATE_SHARED`` for this process.
+    Popen must run it from a thread that lives as long as this process (the main thread): the
+    kernel's signal follows the thread that started it."""
+    return [sys.executable, "-c", FATE_SHARED, str(os.getpid()), *command]
 
 
 def _command(port: int, actors: int, temp_dir: str) -> list[str]:
