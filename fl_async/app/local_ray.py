@@ -41,10 +41,9 @@ LOG = "ray.log"
 """The head's output (``ray start``), in the run's output directory."""
 FATE_SHARED = """\
 import ctypes, os, signal, sys
-if sys.platform.startswith("linux"):
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG, kept across exec
-    if os.getppid() != int(sys.argv[1]):  # the launcher died before prctl took effect
-        sys.exit(1)
+ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG, kept across exec
+if os.getppid() != int(sys.argv[1]):  # the launcher died before prctl took effect
+    sys.exit(1)
 os.execv(sys.argv[2], sys.argv[2:])
 """
 """Run ``argv[2:]`` so that it gets SIGTERM when the process ``argv[1]`` (its parent) dies."""
@@ -121,9 +120,11 @@ _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
 
 
 def _dying_with_this_process(command: list[str]) -> list[str]:
-    """``command`` (an absolute executable first) run by ``FATE_SHARED`` for this process.
-    Popen must run it from a thread that lives as long as this process (the main thread): the
-    kernel's signal follows the thread that started it."""
+    """``command`` (an absolute executable first) run by ``FATE_SHARED`` for this process, on
+    Linux; elsewhere as it is. Popen must run it from a thread that lives as long as this process
+    (the main thread): the kernel's signal follows the thread that started it."""
+    if not sys.platform.startswith("linux"):
+        return command
     return [sys.executable, "-c", FATE_SHARED, str(os.getpid()), *command]
 
 
