@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from flower_processes import wait_until
 from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks
 
 from fl_async.app import launch, local_ray, preflight, superlink
@@ -197,20 +198,12 @@ def test_the_head_gets_sigterm_when_the_launcher_is_killed_outright(tmp_path):
     )
     child = int(launcher.stdout.readline())
     try:
-        assert _waited_for(lambda: said.is_file() and "ready" in said.read_text())
+        wait_until(lambda: said.is_file() and "ready" in said.read_text(), 30, "the child ready",
+                   interval=0.05)  # fmt: skip
         launcher.kill()
         launcher.wait()
-        assert _waited_for(lambda: "SIGTERM" in said.read_text()), said.read_text()
+        wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the child's SIGTERM",
+                   context=said.read_text, interval=0.05)  # fmt: skip
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
-
-
-def _waited_for(condition, seconds: float = 30.0) -> bool:
-    """Whether ``condition()`` came true within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
