@@ -40,6 +40,8 @@ GUARD="guard.factor=0"
 TUNED="dcasgd.lr=0.2 fadas.lr=0.002 fedasync.alpha=0.3 fedbuff.lr=2.0"
 ALL=ssgd,asgd,gsgm,trendsmooth,fedasync,fedbuff,dcasgd,odsgd,asp,mifa,ca2fl,fadas
 SSP=(--variant "ssp=asgd asgd.slack=2")
+# Every suite's run config: the tuned settings, checkpoints, the guard off.
+CONFIG="$TUNED $CHECKPOINT $GUARD"
 DEFAULTS=(
   --variant "dcasgd-default=dcasgd dcasgd.lr='auto'"
   --variant "fadas-default=fadas fadas.lr=0.001"
@@ -54,22 +56,22 @@ run_suite() {
   case $name in
     claims-a-dir)
       "${BENCH[@]}" --scenario a --splits dirichlet --rounds $R_A_DIR --strategies $ALL \
-        --run-config "$TUNED $CHECKPOINT $GUARD" "${SSP[@]}" "${DEFAULTS[@]}" --out "$SUITES/$name" ;;
+        --run-config "$CONFIG" "${SSP[@]}" "${DEFAULTS[@]}" --out "$SUITES/$name" ;;
     claims-a-ls)
       "${BENCH[@]}" --scenario a --splits label-skew --rounds $R_A_LS --strategies $ALL \
-        --run-config "$TUNED $CHECKPOINT $GUARD" "${SSP[@]}" --out "$SUITES/$name" ;;
+        --run-config "$CONFIG" "${SSP[@]}" --out "$SUITES/$name" ;;
     claims-s30)
       "${BENCH[@]}" --scenario s --rounds $R_S30 --strategies $ALL \
-        --run-config "$TUNED $CHECKPOINT $GUARD" "${SSP[@]}" --out "$SUITES/$name" ;;
+        --run-config "$CONFIG" "${SSP[@]}" --out "$SUITES/$name" ;;
     claims-alpha0.05 | claims-alpha0.5 | claims-alpha1.0)
       "${BENCH[@]}" --scenario a --splits dirichlet --rounds $R_A_DIR --strategies ssgd,asgd,gsgm \
-        --run-config "$TUNED $CHECKPOINT $GUARD partition.alpha=${name#claims-alpha}" --out "$SUITES/$name" ;;
+        --run-config "$CONFIG partition.alpha=${name#claims-alpha}" --out "$SUITES/$name" ;;
     claims-b)
       "${BENCH[@]}" --scenario b --splits dirichlet --rounds $R_B --strategies ssgd,gsgm,asgd \
-        --run-config "$TUNED $CHECKPOINT $GUARD" --out "$SUITES/$name" ;;
+        --run-config "$CONFIG" --out "$SUITES/$name" ;;
     claims-s100)
       "${BENCH[@]}" --scenario s --nodes 100 --rounds $R_S100 \
-        --strategies ssgd,fedbuff,fedasync,fadas --run-config "$TUNED $CHECKPOINT $GUARD" --out "$SUITES/$name" ;;
+        --strategies ssgd,fedbuff,fedasync,fadas --run-config "$CONFIG" --out "$SUITES/$name" ;;
   esac
 }
 

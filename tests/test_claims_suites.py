@@ -46,5 +46,6 @@ def test_every_suite_checkpoints_its_runs_and_turns_the_guard_off() -> None:
     text = SCRIPT.read_text(encoding="utf-8")
     assert re.search(r'^CHECKPOINT="checkpoint-every=\d+"$', text, re.MULTILINE)
     assert re.search(r'^GUARD="guard.factor=0"$', text, re.MULTILINE)
+    assert re.search(r'^CONFIG="\$TUNED \$CHECKPOINT \$GUARD"$', text, re.MULTILINE)
     configs = re.findall(r'--run-config "([^"]*)"', text)
-    assert len(configs) == 6 and all("$CHECKPOINT $GUARD" in c for c in configs)
+    assert len(configs) == 6 and all(c.startswith("$CONFIG") for c in configs)
