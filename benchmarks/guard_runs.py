@@ -73,9 +73,13 @@ def run_result(folder: Path) -> dict[str, Any]:
         for u in history["updates"]
         if "update-norm" in u
     ]
+    too_large = int(history["rejected"].get("too-large", 0))
+    refused = [u["stable-id"] for u in history["updates"] if not u["accepted"]]
     result: dict[str, Any] = {
-        "refused": int(history["rejected"].get("too-large", 0)),
-        "refused-nodes": len({u["stable-id"] for u in history["updates"] if not u["accepted"]}),
+        "refused": too_large,
+        # An update record does not say why it was refused: its nodes are those of the
+        # too-large refusals only when every refusal was one.
+        "refused-nodes": len(set(refused)) if len(refused) == too_large else None,
         "left": len(left),
         "nodes": int(history["num-nodes"]),
         "final-accuracy": round(100 * float(history["final-accuracy"]), 1),

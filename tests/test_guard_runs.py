@@ -80,3 +80,13 @@ def test_refusals_of_one_node_say_so_and_a_result_without_counts_still_renders(
         "| 40.0 / 2 (1 node) |" in text
     )
     assert "| s | dirichlet | ssgd-seed1 | 2 | 0 of 3 | 91.2 | 4 | 40.0 / 2 (1 node) | – |" in text
+
+
+def test_refused_nodes_are_not_counted_when_other_refusals_are_mixed_in(tmp_path: Path) -> None:
+    folder = tmp_path / "s" / "dirichlet" / "asgd-seed0"
+    _run(folder, [(0, 1.0, True), (1, 30.0, False), (2, 1.0, False)])
+    history = json.loads((folder / "history.json").read_text())
+    history["rejected"] = {"too-large": 1, "too-stale": 1}  # node 2's refusal was another kind
+    (folder / "history.json").write_text(json.dumps(history))
+    found = guard_runs.suite_result(tmp_path / "s")["dirichlet/asgd-seed0"]
+    assert found["refused"] == 1 and found["refused-nodes"] is None
