@@ -85,6 +85,13 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs going at once, each its own simulation (default: 1); records do not change",
     )
     parser.add_argument(
+        "--records",
+        metavar="DIR",
+        default=None,
+        help="the records folder of this suite's runs made elsewhere (another machine or "
+        "session): a run it holds with the same run config is not run again",
+    )
+    parser.add_argument(
         "--run-timeout",
         type=float,
         default=None,
@@ -230,7 +237,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         actors = args.actors or DEFAULT_ACTORS
         status = run_and_report(
-            spec, out, actors, ray_address, jobs=args.jobs, run_timeout=args.run_timeout
+            spec,
+            out,
+            actors,
+            ray_address,
+            jobs=args.jobs,
+            run_timeout=args.run_timeout,
+            records=None if args.records is None else Path(args.records),
         )
     if sweep is None or status == 2:
         return status
@@ -245,6 +258,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise InvalidArgument("--check goes with --tables")
     if args.merge and args.export is None:
         raise InvalidArgument("--merge goes with --export")
+    if args.records is not None and (args.report_only or args.export is not None):
+        raise InvalidArgument(
+            "--records goes with running a suite: --report-only and --export read --out only"
+        )
     if args.sweep is not None and args.export is not None:
         raise InvalidArgument("--export takes no --sweep: export the sweep's folder as a suite")
     check_int("--jobs", args.jobs, minimum=1)

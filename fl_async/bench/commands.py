@@ -29,10 +29,11 @@ def run_and_report(
     *,
     jobs: int = 1,
     run_timeout: float | None = None,
+    records: Path | None = None,
 ) -> int:
     """Run the suite's missing runs into ``out``, ``jobs`` at a time (on the Ray cluster at
-    ``ray_address``, if given; each stopped after ``run_timeout`` seconds, if given), then write
-    its report; 1 if a run failed."""
+    ``ray_address``, if given; each stopped after ``run_timeout`` seconds, if given; none that
+    the records folder ``records`` holds), then write its report; 1 if a run failed."""
     from fl_async.data.download import DownloadError
 
     started = time.monotonic()
@@ -40,7 +41,13 @@ def run_and_report(
         check_dataset(spec)
         launch = Subprocesses(timeout=run_timeout)
         outcome = run_suite(
-            spec, out, actors=actors, ray_address=ray_address, launch=launch, jobs=jobs
+            spec,
+            out,
+            actors=actors,
+            ray_address=ray_address,
+            launch=launch,
+            jobs=jobs,
+            records=records,
         )
     except InvalidArgument as error:  # SuiteError, or a damaged file of the suite folder
         return error_exit(error)
@@ -56,6 +63,7 @@ def run_and_report(
         f"fl-async bench: {len(outcome.ran)} ran, {len(outcome.skipped)} already done, "
         f"{len(outcome.failed)} failed, {len(outcome.blocked)} waiting for SSGD, of {total}, "
         f"in {time.monotonic() - started:.0f} s"
+        + (f" ({len(outcome.held)} done in the records folder {records})" if records else "")
     )
     try:
         paths = write_report(out, title=_title(spec), grid_size=spec.grid)

@@ -95,6 +95,17 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
     return sorted(k for k in set(old) | set(new) if setting(old, k) != setting(new, k))
 
 
+def made_with(record: Record, config: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is of a run made with the run config ``config``: the machine's paths
+    and the tracking keys aside, which change where a run is written and logged, not what it
+    computes."""
+
+    def compared(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in run_config(values).items() if not k.startswith("tracking.")}
+
+    return not config_differences(compared(record["config"]), compared(config))
+
+
 def _grid_section(history: History, grid_size: int) -> dict[str, Any] | None:
     """The grid's source, G, budget T and points (recorded, or derived from the evaluations)."""
     found = grid_points(history, grid_size)

@@ -8,7 +8,9 @@ Layout of a suite folder::
         bench-run.json                        its run config, command, exit code and wall time
 
 A run whose ``history.json`` exists is done and skipped, so an interrupted suite resumes where
-it stopped. A run whose folder holds a different run config is an error: the suite folder then
+it stopped; so is a run that a records folder given as ``records`` holds, made with the same run
+config (a suite run over several machines or sessions, its finished runs committed as
+records). A run whose folder holds a different run config is an error: the suite folder then
 belongs to other settings.
 """
 
@@ -207,6 +209,8 @@ class SuiteOutcome:
 
     ran: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    held: list[Path] = field(default_factory=list)
+    """Of the skipped runs, those skipped because the records folder holds them."""
     failed: list[Path] = field(default_factory=list)
     blocked: list[Path] = field(default_factory=list)
     """Runs not started because their seed's SSGD run (the budget) failed."""

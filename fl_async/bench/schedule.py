@@ -5,8 +5,10 @@ as a slot is free and their budget is known: when SSGD's ``rounds`` set the budg
 for its seed's SSGD run, and is not run (blocked) when that one failed. With one job at a time
 this is the order of a sequential suite, and a run's record does not depend on what ran beside
 it (each run is seeded and reads only the virtual clock), so ``--jobs`` changes only wall times.
-Every wait is bounded: the loop wakes every ``POLL`` seconds, and an interrupt stops every run
-still going (``Launch.stop_all``) before it returns.
+A run that the records folder ``records`` holds, made with the same run config, is skipped too,
+and its seed's budget read from SSGD's record. Every wait is bounded: the loop wakes every
+``POLL`` seconds, and an interrupt stops every run still going (``Launch.stop_all``) before it
+returns.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fl_async.app.results import HISTORY, read_history
+from fl_async.bench.export import is_records_folder
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
-from fl_async.bench.records import summary
+from fl_async.bench.records import Record, Records, load_records, made_with, summary
 from fl_async.bench.runner import (
     BASELINE,
     RUN_LOG,
@@ -35,7 +38,7 @@ from fl_async.bench.runner import (
     run_one,
     validate,
 )
-from fl_async.validation import check_int
+from fl_async.validation import InvalidArgument, check_int
 
 POLL = 1.0
 """Seconds between two looks at the runs going (and at an interrupt)."""
@@ -58,14 +61,17 @@ def run_suite(
     app_dir: Path | None = None,
     launch: Launch | None = None,
     jobs: int = 1,
+    records: Path | None = None,
     echo: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
 ) -> SuiteOutcome:
     """Run every planned run that is not done yet, ``jobs`` at once (each with ``actors``
     ClientApps, or on the Ray cluster at ``ray_address``), printing the progress through
-    ``echo``; ``launch`` defaults to ``Subprocesses()``."""
+    ``echo``; ``launch`` defaults to ``Subprocesses()``. A run the records folder ``records``
+    holds (same run config) counts as done."""
     check_int("--jobs", jobs, minimum=1)
     validate(spec)
+    held = held_records(records)
     out.mkdir(parents=True, exist_ok=True)
     record_call(out, spec)
     app_dir = app_dir or default_app_dir()
@@ -76,7 +82,8 @@ def run_suite(
         for seed in spec.seeds
         for strategy in spec.ordered_strategies()
     ]
-    progress = Progress(sum(not is_done(p.directory) for p in plan), jobs, echo, clock)
+    todo = [p for p in plan if not is_done(p.directory) and _record_of(held, p.label) is None]
+    progress = Progress(len(todo), jobs, echo, clock)
 
     def start(planned: Planned, config: dict) -> int:
         return run_one(
@@ -84,7 +91,24 @@ def run_suite(
         )
 
     with terminate_as_interrupt():
-        return _Loop(spec, out, plan, jobs, launch, progress).run(start)
+        return _Loop(spec, out, plan, jobs, launch, progress, held).run(start)
+
+
+def held_records(records: Path | None) -> dict[str, Records]:
+    """The records of the records folder ``records`` (none when not given); InvalidArgument
+    when it is not a records folder."""
+    if records is None:
+        return {}
+    if not is_records_folder(records):
+        raise InvalidArgument(
+            f"--records {records}: not a records folder (made by --export DIR); "
+            "leave --records out for a suite with no committed runs yet"
+        )
+    return load_records(records)
+
+
+def _record_of(held: dict[str, Records], label: RunLabel) -> Record | None:
+    return held.get(label.split, {}).get(label.strategy, {}).get(label.seed)
 
 
 class _Loop:
@@ -98,8 +122,11 @@ class _Loop:
         jobs: int,
         launch: Launch,
         progress: Progress,
+        held: dict[str, Records],
     ) -> None:
         self.spec = spec
+        self.held = held
+        """The records folder's records: split -> strategy -> seed -> record."""
         self.out = out
         self.budgets: dict[Path, float] = {}
         """SSGD's final virtual time by its folder, read once."""
@@ -145,10 +172,24 @@ class _Loop:
             if is_done(planned.directory):
                 self.pending.remove(planned)
                 self.outcome.skipped.append(planned.directory)
+            elif self._held(planned, config):
+                self.pending.remove(planned)
+                self.outcome.skipped.append(planned.directory)
+                self.outcome.held.append(planned.directory)
             elif len(self.running) < self.jobs:
                 self.pending.remove(planned)
                 self.progress.start(planned.label, planned.directory)
                 self.running[pool.submit(start, planned, config)] = planned
+
+    def _held(self, planned: Planned, config: dict) -> bool:
+        """Whether the records folder holds this run made with ``config``; SSGD's record then
+        gives its seed's budget."""
+        record = _record_of(self.held, planned.label)
+        if record is None or not made_with(record, config):
+            return False
+        if planned.label.strategy == BASELINE:
+            self.budgets[planned.directory] = float(record["summary"]["virtual-time"])
+        return True
 
     def _block(self, runs: list[Planned]) -> None:
         """Give up on runs whose budget will not be known (their SSGD run failed)."""
