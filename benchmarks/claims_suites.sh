@@ -4,7 +4,8 @@
 # wall times; the machine does about a fifth more). Run it from a git worktree at the
 # protocol's commit:
 #
-#   bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
+#   [RECORDS=RECORDS_DIR] bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
+#   bash benchmarks/claims_suites.sh --export SUITES_DIR RECORDS_DIR
 #
 # SUITES_DIR: a folder outside the worktree, where each suite folder is made. SUITE: run only
 # these (claims-a-dir, claims-a-ls, claims-s30, claims-alpha0.05, claims-alpha0.5,
@@ -12,10 +13,23 @@
 # same command starts only the runs each suite lacks, and a run cut off resumes from its last
 # checkpoint (every CHECKPOINT server steps; a run cut before its first starts again), to the
 # history it would have written uninterrupted. No run has a wall-time limit.
+#
+# A machine whose disk does not outlive the session keeps only what was committed. RECORDS_DIR
+# (the main checkout's benchmarks/results/suites) holds the suites' records folders: a run that
+# RECORDS_DIR/<suite> holds is not run again (fl-async bench --records). --export adds every
+# finished run of SUITES_DIR's suite folders to RECORDS_DIR/<suite> (exported the first time,
+# merged after), to be committed before the session ends.
 set -euo pipefail
 
-SUITES=${1:?usage: bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]}
+USAGE="usage: bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...] | --export SUITES_DIR RECORDS_DIR"
+EXPORT=no
+if [[ ${1:-} == --export ]]; then
+  EXPORT=yes
+  shift
+fi
+SUITES=${1:?$USAGE}
 shift
+RECORDS=${RECORDS:-}
 PYTHON=${PYTHON:-.venv/bin/python}
 BENCH=("$PYTHON" -m fl_async.cli bench --seeds 30,31,32,33,34,35,36,37,38,39 --jobs 2)
 
@@ -53,6 +67,10 @@ run_suite() {
   local name=$1
   mkdir -p "$SUITES"
   echo "== $name $(date -u +%FT%TZ)"
+  local BENCH=("${BENCH[@]}")
+  if [[ -n $RECORDS && -f $RECORDS/$name/suite.json ]]; then
+    BENCH+=(--records "$RECORDS/$name")
+  fi
   case $name in
     claims-a-dir)
       "${BENCH[@]}" --scenario a --splits dirichlet --rounds $R_A_DIR --strategies $ALL \
@@ -75,8 +93,28 @@ run_suite() {
   esac
 }
 
+# Every finished run of the suite folder into RECORDS_DIR/<suite> (nothing when it has none).
+export_suite() {
+  local name=$1 records=$2
+  if ! compgen -G "$SUITES/$name/*/*/history.json" > /dev/null; then
+    return 0
+  fi
+  local how=()
+  if [[ -f $records/$name/suite.json ]]; then
+    how=(--merge)
+  fi
+  "$PYTHON" -m fl_async.cli bench --out "$SUITES/$name" --export "$records/$name" "${how[@]}"
+}
+
 ORDER=(claims-a-dir claims-a-ls claims-s30 claims-alpha0.05 claims-alpha0.5 claims-alpha1.0
   claims-b claims-s100)
+if [[ $EXPORT == yes ]]; then
+  records=${1:?$USAGE}
+  for name in "${ORDER[@]}"; do
+    export_suite "$name" "$records"
+  done
+  exit 0
+fi
 for name in "${@:-${ORDER[@]}}"; do # every name checked before any suite starts
   if [[ ! " ${ORDER[*]} " == *" $name "* ]]; then
     echo "claims_suites.sh: no suite $name; allowed: ${ORDER[*]}" >&2

@@ -49,3 +49,50 @@ def test_every_suite_checkpoints_its_runs_and_turns_the_guard_off() -> None:
     assert re.search(r'^CONFIG="\$TUNED \$CHECKPOINT \$GUARD"$', text, re.MULTILINE)
     configs = re.findall(r'--run-config "([^"]*)"', text)
     assert len(configs) == 6 and all(c.startswith("$CONFIG") for c in configs)
+
+
+def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in for the suites' Python that logs each call's arguments, one line per call."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    return fake, log
+
+
+def test_a_suite_skips_the_runs_its_committed_records_hold(tmp_path: Path) -> None:
+    fake, log = _fake_python(tmp_path)
+    records = tmp_path / "records"
+    (records / "claims-s30").mkdir(parents=True)
+    (records / "claims-s30" / "suite.json").write_text("{}")
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "suites"), "claims-s30", "claims-b"], cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "RECORDS": str(records)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    s30, b = log.read_text().splitlines()
+    assert f"--records {records}/claims-s30 " in s30 and "--scenario s" in s30
+    assert "--records" not in b and "--scenario b" in b
+
+
+def test_export_adds_every_finished_run_to_the_records_folders(tmp_path: Path) -> None:
+    fake, log = _fake_python(tmp_path)
+    suites, records = tmp_path / "suites", tmp_path / "records"
+    for name in ("claims-a-dir", "claims-s30"):
+        (suites / name / "natural" / "ssgd-seed40").mkdir(parents=True)
+    (suites / "claims-s30" / "natural" / "ssgd-seed40" / "history.json").write_text("{}")
+    (suites / "claims-b" / "dirichlet" / "ssgd-seed40").mkdir(parents=True)
+    (suites / "claims-b" / "dirichlet" / "ssgd-seed40" / "history.json").write_text("{}")
+    (records / "claims-b").mkdir(parents=True)
+    (records / "claims-b" / "suite.json").write_text("{}")
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--export", str(suites), str(records)], cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [  # claims-a-dir has no finished run: not exported
+        f"-m fl_async.cli bench --out {suites}/claims-s30 --export {records}/claims-s30",
+        f"-m fl_async.cli bench --out {suites}/claims-b --export {records}/claims-b --merge",
+    ]
