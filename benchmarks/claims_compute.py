@@ -1,0 +1,156 @@
+"""The claims study's compute, estimated before it starts: hours per suite and its longest run.
+
+Usage::
+
+    python benchmarks/claims_compute.py --sweep RECORDS --s30 FOLDER --s100 FOLDER [--label ..]
+
+Each suite of the protocol (``SUITES``) is estimated from runs at 10 SSGD rounds made before it:
+every run of the suite stands for one input run of the same split and seed (``INPUTS``), whose
+wall time scales by R / 10 (R: the suite's SSGD rounds), times ``SEEDS`` evaluation seeds, times
+the suite's factor (1.5 where the inputs are development seeds of scenario (a): evaluation seeds
+cost more there, the GSGM study found). An input run stopped by a wall-clock cap is extrapolated
+to its budget (its wall time times budget over the virtual time it reached). Inputs: the sweep's
+records (``--sweep``, its ``tuned.json`` naming each preset's chosen point), the GSGM study's
+records (scenario (b) and the alpha splits; evaluation seeds, made before the update guard) and
+Synthetic runs at 30 and 100 nodes (``--s30``, ``--s100``: suite or records folders). The launcher's
+start (10 to 20 s a run) is not counted. The result, with every input run's wall time, goes to
+``benchmarks/results/measured/claims-compute-<time>-<commit>.json``; its table is generated into
+RESULTS.md by ``benchmarks/measured_tables.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from measured import header, write
+
+from fl_async.bench.export import is_records_folder
+from fl_async.bench.records import Records, load_records, split_records
+from fl_async.bench.report import load_runs
+from fl_async.files import read_json
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SUITES_DIR = HERE / "results" / "suites"
+SEEDS = 10
+"""Evaluation seeds per suite."""
+INPUT_ROUNDS = 10
+"""SSGD rounds of every input run's budget."""
+TWO_AT_A_TIME = 1.2
+"""Work done two runs at a time against one at a time on this 2-core machine (a fifth more)."""
+ASYNC = ("asgd", "gsgm", "trendsmooth", "fedasync", "fedbuff", "dcasgd", "odsgd", "asp")
+ASYNC += ("mifa", "ca2fl", "fadas")
+DEFAULTS = ("dcasgd", "fadas", "fedasync", "fedbuff")
+"""The presets claims-a-dir also runs at their defaults (``<preset>-default``)."""
+
+# Each suite: its inputs' source, split and factor, its R, and its runs (name -> input run name,
+# where "tuned:P" is preset P's point chosen by the sweep and "default:P" P's default point).
+_SWEEP_RUNS = {
+    **{preset: f"tuned:{preset}" for preset in ("ssgd", *ASYNC)},
+    "ssp": "tuned:asgd",  # ASGD paced by SSP: at most ASGD's updates
+}
+SUITES: dict[str, dict[str, Any]] = {
+    "claims-a-dir": {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
+                     "runs": {**_SWEEP_RUNS,
+                              **{f"{p}-default": f"default:{p}" for p in DEFAULTS}}},
+    "claims-a-ls": {"source": "sweep", "split": "label-skew", "rounds": 50, "factor": 1.5,
+                    "runs": _SWEEP_RUNS},
+    "claims-s30": {"source": "s30", "split": "natural", "rounds": 40, "factor": 1.0,
+                   "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
+    **{f"claims-alpha{a}": {"source": f"gsgm-eval-alpha{a}", "split": "dirichlet", "rounds": 30,
+                            "factor": 1.0, "runs": {p: p for p in ("ssgd", "asgd", "gsgm")}}
+       for a in ("0.05", "0.5", "1.0")},
+    "claims-b": {"source": "gsgm-eval-b", "split": "dirichlet", "rounds": 30, "factor": 1.0,
+                 "runs": {p: p for p in ("ssgd", "gsgm", "asgd")}},
+    "claims-s100": {"source": "s100", "split": "natural", "rounds": 50, "factor": 1.0,
+                    "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff", "fedasync",
+                                                                    "fadas")}}},
+}  # fmt: skip
+
+
+def read_records(folder: Path) -> dict[str, Records]:
+    """A records folder's records, or those of a suite folder's finished runs."""
+    if is_records_folder(folder):
+        return load_records(folder)
+    return {split: split_records(runs, 40) for split, runs in load_runs(folder).items()}
+
+
+def wall_seconds(record: Mapping[str, Any]) -> float:
+    """The run's wall time, extrapolated to its budget when a wall-clock cap stopped it."""
+    summary = record["summary"]
+    wall = float(summary["wall-time"])
+    if summary.get("stopped-by") == "max-wall-time":
+        wall *= float(record["grid"]["budget"]) / float(summary["virtual-time"])
+    return wall
+
+
+def input_name(wanted: str, tuned: Mapping[str, Any]) -> str:
+    """The input run's name: preset P's chosen point (``tuned:P``) or default (``default:P``)."""
+    kind, _, preset = wanted.partition(":")
+    if kind == "tuned":
+        return tuned["chosen"][preset]["name"]
+    return preset if kind == "default" else wanted
+
+
+def suite_estimate(plan: Mapping[str, Any], records: Records, tuned: Mapping) -> dict[str, Any]:
+    """One suite's inputs (wall s by run and seed), wall s per seed, hours and longest run."""
+    names = {run: input_name(wanted, tuned) for run, wanted in plan["runs"].items()}
+    missing = sorted({n for n in names.values() if n not in records})
+    if missing:
+        raise SystemExit(f"{plan['source']}/{plan['split']}: no input runs {', '.join(missing)}")
+    seeds = sorted(set.intersection(*(set(records[n]) for n in names.values())))
+    walls = {n: {str(s): wall_seconds(records[n][s]) for s in seeds} for n in set(names.values())}
+    per_seed = [sum(walls[n][str(s)] for n in names.values()) for s in seeds]
+    scale = plan["rounds"] / INPUT_ROUNDS * plan["factor"]
+    longest_name, longest_seed = max(
+        ((n, s) for n in walls for s in walls[n]), key=lambda ns: walls[ns[0]][ns[1]]
+    )
+    mean = sum(per_seed) / len(per_seed)
+    return {
+        **{key: plan[key] for key in ("source", "split", "rounds", "factor")},
+        "runs": names,
+        "input-seeds": seeds,
+        "inputs": walls,
+        "wall-per-seed": mean,
+        "hours": mean * scale * SEEDS / 3600,
+        "longest": {"run": longest_name, "seed": int(longest_seed),
+                    "hours": walls[longest_name][longest_seed] * scale / 3600},
+    }  # fmt: skip
+
+
+def _shown(folder: Path) -> str:
+    """The folder as the result names it: from the repository's root, else by its own name."""
+    full = folder.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else full.name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sweep", type=Path, required=True, help="the sweep's records folder")
+    parser.add_argument("--s30", type=Path, required=True, help="Synthetic runs, 30 nodes")
+    parser.add_argument("--s100", type=Path, required=True, help="Synthetic runs, 100 nodes")
+    parser.add_argument("--label", default="", help="a note for the table's caption")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "measured")
+    args = parser.parse_args()
+    folders = {"sweep": args.sweep, "s30": args.s30, "s100": args.s100}
+    tuned = read_json(args.sweep / "tuned.json", "sweep choice", keys=("chosen",))
+    result = {**header("claims-compute"), "label": args.label, "seeds": SEEDS}
+    result.update({"two-at-a-time": TWO_AT_A_TIME, "suites": {}})
+    loaded: dict[str, dict[str, Records]] = {}
+    for name, plan in SUITES.items():
+        source = plan["source"]
+        folder = folders.get(source, SUITES_DIR / source)
+        if source not in loaded:
+            loaded[source] = read_records(folder)
+        split = loaded[source].get(plan["split"], {})
+        result["suites"][name] = {"folder": _shown(folder), **suite_estimate(plan, split, tuned)}
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    write(result, args.out / f"claims-compute-{stamp}-{result['commit']}.json")
+
+
+if __name__ == "__main__":
+    main()

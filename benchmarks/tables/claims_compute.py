@@ -1,0 +1,45 @@
+"""Table of ``claims_compute.py``'s result: the claims study's hours, suite by suite."""
+
+from __future__ import annotations
+
+from ._format import caption
+
+BENCHMARK = "claims-compute"
+SESSION_HOURS = 2.5
+"""The compute a 3-hour session leaves for runs; a run longer than this needs a kept disk."""
+
+
+def _row(name: str, suite: dict) -> str:
+    longest = suite["longest"]
+    over = " (longer than a session)" if longest["hours"] > SESSION_HOURS else ""
+    seeds = ", ".join(map(str, suite["input-seeds"]))
+    inputs = f"{suite['folder']}, {suite['split']}, seeds {seeds}"
+    return (
+        f"| {name} | {len(suite['runs'])} | {inputs} | {suite['wall-per-seed']:.0f} | "
+        f"{suite['rounds']} | {suite['factor']:g} | {suite['hours']:.1f} | "
+        f"{longest['run']} seed {longest['seed']}: {longest['hours']:.2f}{over} |"
+    )
+
+
+def table(result: dict) -> str:
+    """Per suite: its runs per seed, inputs, wall s per seed at 10 rounds, R, factor, hours and
+    its longest run; then the total, one run at a time and two at a time."""
+    suites = result["suites"]
+    total = sum(s["hours"] for s in suites.values())
+    lines = [
+        caption(result, "python benchmarks/claims_compute.py") + f" {result['label']}".rstrip(),
+        "",
+        f"Estimate: wall s per seed at 10 SSGD rounds × R / 10 × {result['seeds']} seeds × the "
+        "factor, in hours one run at a time; the longest run: its input's wall time × R / 10 × "
+        "the factor.",
+        "",
+        "| suite | runs per seed | inputs | wall s per seed at 10 rounds | R | × | estimate, hours "
+        "| longest run, hours |",
+        "|---|---|---|---|---|---|---|---|",
+        *(_row(name, suite) for name, suite in suites.items()),
+        f"| all | | | | | | {total:.1f} | |",
+        "",
+        f"One run at a time: {total:.0f} hours; two at a time ({result['two-at-a-time']:g} times "
+        f"the work an hour): {total / result['two-at-a-time']:.0f} hours.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""benchmarks/claims_compute.py: the claims study's hours from runs at 10 SSGD rounds, each suite
+run standing for its input run, a capped input extrapolated to its budget, and its table."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+with pytest.MonkeyPatch.context() as _patch:
+    _patch.syspath_prepend(str(ROOT / "benchmarks"))
+    claims_compute = importlib.import_module("claims_compute")
+    compute_table = importlib.import_module("tables.claims_compute")
+
+
+def _record(wall: float, stopped_by: str = "max-virtual-time", reached: float = 100.0) -> dict:
+    return {"summary": {"wall-time": wall, "stopped-by": stopped_by, "virtual-time": reached},
+            "grid": {"budget": 100.0}}  # fmt: skip
+
+
+PLAN = {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
+        "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd", "ssp": "tuned:asgd",
+                 "fedbuff-default": "default:fedbuff"}}  # fmt: skip
+TUNED = {"chosen": {"ssgd": {"name": "ssgd"}, "asgd": {"name": "asgd-lr0.2"}}}
+
+
+def test_each_run_stands_for_its_input_and_the_hours_scale_by_rounds_seeds_and_factor() -> None:
+    records = {
+        "ssgd": {0: _record(20.0), 1: _record(40.0), 2: _record(30.0)},
+        "asgd-lr0.2": {0: _record(100.0), 1: _record(200.0)},  # seed 2 not run yet
+        "fedbuff": {0: _record(60.0), 1: _record(450.0, "max-wall-time", reached=50.0)},
+    }
+    found = claims_compute.suite_estimate(PLAN, records, TUNED)
+    assert found["runs"]["ssp"] == "asgd-lr0.2" and found["runs"]["fedbuff-default"] == "fedbuff"
+    assert found["input-seeds"] == [0, 1]  # only seeds every input run has
+    assert found["inputs"]["fedbuff"] == {"0": 60.0, "1": 900.0}  # capped: to its budget
+    # seed 0: 20 + 100 + 100 + 60 = 280; seed 1: 40 + 200 + 200 + 900 = 1340
+    assert found["wall-per-seed"] == 810.0
+    assert found["hours"] == pytest.approx(810.0 * 3 * 1.5 * 10 / 3600)
+    assert found["longest"] == {"run": "fedbuff", "seed": 1, "hours": 900.0 * 3 * 1.5 / 3600}
+    with pytest.raises(SystemExit, match="sweep/dirichlet: no input runs asgd-lr0.2"):
+        claims_compute.suite_estimate(PLAN, {"ssgd": records["ssgd"]}, TUNED)
+
+    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
+              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
+              "suites": {"claims-a-dir": {"folder": "sweep", **found}}}  # fmt: skip
+    text = compute_table.table(result)
+    assert "| claims-a-dir | 4 | sweep, dirichlet, seeds 0, 1 | 810 | 30 | 1.5 | 10.1 |" in text
+    assert "fedbuff seed 1: 1.12 |" in text
+    assert "two at a time (1.2 times the work an hour): 8 hours" in text
+
+
+def test_a_run_longer_than_a_session_is_named() -> None:
+    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
+             "wall-per-seed": 4000.0, "rounds": 30, "factor": 1.0, "hours": 33.3,
+             "longest": {"run": "asgd", "seed": 0, "hours": 3.0}}  # fmt: skip
+    row = compute_table._row("claims-b", suite)
+    assert row.endswith("asgd seed 0: 3.00 (longer than a session) |")
