@@ -10,14 +10,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "claims_suites.sh"
-TUNED = ROOT / "benchmarks" / "results" / "suites" / "presets-a-sweep" / "tuned.json"
 
 
 def test_every_preset_runs_at_the_point_the_sweep_chose() -> None:
-    line = re.search(r'^TUNED="(.*)"$', SCRIPT.read_text(encoding="utf-8"), re.MULTILINE)
-    assert line is not None
+    """TUNED holds what the sweep record the script names (in the comment above it) chose."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    line = re.search(r'^TUNED="(.*)"$', text, re.MULTILINE)
+    named = re.search(r"\((benchmarks/results/suites/[\w.-]+/tuned\.json)\)", text)
+    assert line is not None and named is not None
     given = dict(item.split("=") for item in line.group(1).split())
-    chosen = json.loads(TUNED.read_text(encoding="utf-8"))["chosen"]
+    chosen = json.loads((ROOT / named.group(1)).read_text(encoding="utf-8"))["chosen"]
     changed = {
         key: str(value)
         for point in chosen.values()
