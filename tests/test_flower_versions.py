@@ -44,7 +44,9 @@ def test_a_run_records_the_machine_it_ran_on_and_its_record_keeps_it(monkeypatch
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H100 80GB HBM3")
     machine = server_run._machine()
     assert machine == {"arch": platform.machine(), "system": platform.system(),
-                       "cpus": os.cpu_count(), "gpu": "NVIDIA H100 80GB HBM3"}  # fmt: skip
+                       "cpus": os.cpu_count(), "cpu": server_run.cpu_model(),
+                       "cpu-capability": torch.backends.cpu.get_cpu_capability(),
+                       "gpu": "NVIDIA H100 80GB HBM3"}  # fmt: skip
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     history = {
         "config": {},
@@ -57,3 +59,16 @@ def test_a_run_records_the_machine_it_ran_on_and_its_record_keeps_it(monkeypatch
         "stopped-by": "budget",
     }
     assert make_record(history)["run"]["machine"]["gpu"] is None
+
+
+def test_the_cpu_model_is_read_from_cpuinfo_else_from_platform(tmp_path, monkeypatch):
+    import platform
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon(R) 8480+\n")
+    assert server_run.cpu_model(cpuinfo) == "Xeon(R) 8480+"
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    assert server_run.cpu_model(tmp_path / "none") == "arm"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t:\n")
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert server_run.cpu_model(cpuinfo) is None

@@ -262,14 +262,31 @@ def _versions() -> dict[str, str]:
 
 def _machine() -> dict[str, Any]:
     """What ran the ServerApp: a study's records name it, so that runs made on different
-    kinds of machine are never compared unknowingly."""
+    kinds of machine are never compared unknowingly. The CPU and the vector instructions torch
+    uses on it are named too: torch picks its CPU kernels by them, and kernels that sum floats in
+    another order give a seeded run other last bits, and so another history."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "arch": platform.machine(),
         "system": platform.system(),
         "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
+        "cpu-capability": torch.backends.cpu.get_cpu_capability(),
         "gpu": gpu,
     }
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``, else ``platform.processor()``), None
+    when neither says."""
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def _version(package: str) -> str:
