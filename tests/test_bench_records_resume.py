@@ -87,3 +87,25 @@ def test_records_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 
 def _without_paths(config: dict) -> dict:
     return {k: v for k, v in config.items() if k != "output-dir"}
+
+
+def test_the_report_names_the_kinds_of_cpu_the_runs_were_made_on(tmp_path: Path) -> None:
+    from fl_async.bench.records import machines_line
+    from fl_async.bench.report import write_records_report
+
+    out = tmp_path / "out"
+    suite(out, FakeLaunch(), seeds=(0,))
+    records = tmp_path / "records"
+    export_suite(out, records)
+    found = load_records(records)["dirichlet"]
+    assert machines_line(found) == []  # runs that do not name their CPU: no line
+    xeon = {"cpu": "Xeon", "cpu-capability": "AVX512"}
+    found["ssgd"][0]["run"]["machine"] = xeon
+    found["asgd"][0]["run"]["machine"] = {"cpu": "EPYC", "cpu-capability": "AVX2"}
+    assert machines_line(found) == ["Runs made: 1 on EPYC (AVX2), 1 on Xeon (AVX512)."]
+    found["asgd"][0]["run"]["machine"] = xeon
+    assert machines_line(found) == ["Runs made: 2 on Xeon (AVX512)."]
+    path = record_path(records, "dirichlet", "ssgd", 0)
+    path.write_text(path.read_text().replace('"run": {', '"run": {"machine": {"cpu": "Xeon"}, ', 1))
+    write_records_report(records, "t")
+    assert "Runs made: 1 on Xeon." in (records / "report.md").read_text()

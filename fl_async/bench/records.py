@@ -11,6 +11,7 @@ the same figures.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,23 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
     """The run-config keys whose settings differ between two records (``setting``: a key one of
     them lacks counts as its default), sorted."""
     return sorted(k for k in set(old) | set(new) if setting(old, k) != setting(new, k))
+
+
+def machines_line(records: Records) -> list[str]:
+    """A line naming the kinds of CPU the runs were made on and how many on each, where the
+    records name them (runs made before the history named its CPU are left out of it)."""
+    kinds = Counter(
+        f"{machine['cpu']} ({machine['cpu-capability']})"
+        if machine.get("cpu-capability")
+        else machine["cpu"]
+        for by_seed in records.values()
+        for record in by_seed.values()
+        if (machine := record["run"].get("machine") or {}).get("cpu")
+    )
+    if not kinds:
+        return []
+    shown = ", ".join(f"{count} on {kind}" for kind, count in sorted(kinds.items()))
+    return [f"Runs made: {shown}."]
 
 
 def made_with(record: Record, config: Mapping[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from fl_async.bench.records import (
     any_record,
     dirichlet_alpha,
     load_records,
+    machines_line,
     make_record,
     record_grid,
     record_note,
@@ -293,6 +294,7 @@ def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) 
         f"(sigma {config.get('clock.sigma')}), correlate={config.get('correlate')}.",
         *_budget_lines(records, per_run),
         *_variant_lines(records),
+        *machines_line(records),
         "",
         markdown_table(rows),
     ]
