@@ -139,7 +139,7 @@ def main() -> None:
     folders = {"sweep": args.sweep, "s30": args.s30, "s100": args.s100}
     tuned = read_json(args.sweep / "tuned.json", "sweep choice", keys=("chosen",))
     result = {**header("claims-compute"), "label": args.label, "seeds": SEEDS}
-    result.update({"two-at-a-time": TWO_AT_A_TIME, "suites": {}})
+    result.update({"two-at-a-time": TWO_AT_A_TIME, "suites": []})  # a list: the protocol's order
     loaded: dict[str, dict[str, Records]] = {}
     for name, plan in SUITES.items():
         source = plan["source"]
@@ -147,7 +147,8 @@ def main() -> None:
         if source not in loaded:
             loaded[source] = read_records(folder)
         split = loaded[source].get(plan["split"], {})
-        result["suites"][name] = {"folder": _shown(folder), **suite_estimate(plan, split, tuned)}
+        estimate = suite_estimate(plan, split, tuned)
+        result["suites"].append({"name": name, "folder": _shown(folder), **estimate})
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     write(result, args.out / f"claims-compute-{stamp}-{result['commit']}.json")
 

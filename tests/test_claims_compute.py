@@ -45,7 +45,7 @@ def test_each_run_stands_for_its_input_and_the_hours_scale_by_rounds_seeds_and_f
 
     result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
               "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
-              "suites": {"claims-a-dir": {"folder": "sweep", **found}}}  # fmt: skip
+              "suites": [{"name": "claims-a-dir", "folder": "sweep", **found}]}  # fmt: skip
     text = compute_table.table(result)
     assert "| claims-a-dir | 4 | sweep, dirichlet, seeds 0, 1 | 810 | 30 | 1.5 | 10.1 |" in text
     assert "fedbuff seed 1: 1.12 |" in text

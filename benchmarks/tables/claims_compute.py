@@ -25,7 +25,7 @@ def table(result: dict) -> str:
     """Per suite: its runs per seed, inputs, wall s per seed at 10 rounds, R, factor, hours and
     its longest run; then the total, one run at a time and two at a time."""
     suites = result["suites"]
-    total = sum(s["hours"] for s in suites.values())
+    total = sum(s["hours"] for s in suites)
     lines = [
         caption(result, "python benchmarks/claims_compute.py") + f" {result['label']}".rstrip(),
         "",
@@ -36,7 +36,7 @@ def table(result: dict) -> str:
         "| suite | runs per seed | inputs | wall s per seed at 10 rounds | R | × | estimate, hours "
         "| longest run, hours |",
         "|---|---|---|---|---|---|---|---|",
-        *(_row(name, suite) for name, suite in suites.items()),
+        *(_row(suite["name"], suite) for suite in suites),
         f"| all | | | | | | {total:.1f} | |",
         "",
         f"One run at a time: {total:.0f} hours; two at a time ({result['two-at-a-time']:g} times "
