@@ -5,7 +5,7 @@ Usage::
     python benchmarks/claims_compute.py --sweep RECORDS --s30 FOLDER --s100 FOLDER [--label ..]
 
 Each suite of the protocol (``SUITES``) is estimated from runs at 10 SSGD rounds made before it:
-every run of the suite stands for one input run of the same split and seed (``INPUTS``), whose
+every run of the suite stands for one input run of the same split and seed (its ``runs``), whose
 wall time scales by R / 10 (R: the suite's SSGD rounds), times ``SEEDS`` evaluation seeds, times
 the suite's factor (1.5 where the inputs are development seeds of scenario (a): evaluation seeds
 cost more there, the GSGM study found). An input run stopped by a wall-clock cap is extrapolated
@@ -29,6 +29,7 @@ from typing import Any
 from measured import header, write
 
 from fl_async.bench.export import is_records_folder
+from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.records import Records, load_records, split_records
 from fl_async.bench.report import load_runs
 from fl_async.files import read_json
@@ -76,7 +77,7 @@ def read_records(folder: Path) -> dict[str, Records]:
     """A records folder's records, or those of a suite folder's finished runs."""
     if is_records_folder(folder):
         return load_records(folder)
-    return {split: split_records(runs, 40) for split, runs in load_runs(folder).items()}
+    return {split: split_records(runs, DEFAULT_GRID) for split, runs in load_runs(folder).items()}
 
 
 def wall_seconds(record: Mapping[str, Any]) -> float:
