@@ -176,8 +176,9 @@ def _program(pid: int) -> str:
 
 LAUNCHER = """import subprocess, sys, time
 from fl_async.app import local_ray
-child = local_ray._dying_with_this_process([sys.executable, "-c", sys.argv[1], sys.argv[2]])
-print(subprocess.Popen(child).pid, flush=True)
+child = [sys.executable, "-c", *sys.argv[1:3]]
+child = local_ray._dying_with_this_process(child, float(sys.argv[3]))
+print(subprocess.Popen(child, start_new_session=True).pid, flush=True)
 time.sleep(60)"""
 CHILD = """import signal, sys, time
 def stopped(signum, frame):
@@ -186,24 +187,71 @@ def stopped(signum, frame):
 signal.signal(signal.SIGTERM, stopped)
 open(sys.argv[1], "w").write("ready ")
 time.sleep(60)"""
+STUBBORN = """import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, lambda signum, frame: open(sys.argv[1], "a").write("SIGTERM "))
+below = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(sys.argv[1], "w").write(f"ready {below.pid} ")
+while True:
+    time.sleep(60)"""
+"""Stands in for a ``ray start`` that hangs on SIGTERM, with a service under it."""
+
+
+def _launch(tmp_path: Path, child: str, grace: float) -> tuple[subprocess.Popen, int, Path]:
+    """A launcher that runs ``child`` under the supervisor, with ``grace``; the supervisor's pid
+    and the file the child writes, once it says it is ready."""
+    said = tmp_path / "child.txt"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, child, str(said), str(grace)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    supervisor = int(launcher.stdout.readline())
+    wait_until(lambda: said.is_file() and "ready" in said.read_text(), 30, "the child ready",
+               interval=0.05)  # fmt: skip
+    return launcher, supervisor, said
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie, which nothing may reap in a container, has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_head_gets_sigterm_when_the_launcher_is_killed_outright(tmp_path):
     """SIGKILL gives the launcher no chance to stop its head (``ray start --block``, which
-    stops Ray's services on SIGTERM): the kernel sends the head SIGTERM."""
-    said = tmp_path / "child.txt"
-    launcher = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, CHILD, str(said)], stdout=subprocess.PIPE, text=True
-    )
-    child = int(launcher.stdout.readline())
+    stops Ray's services on SIGTERM): the kernel sends the head's supervisor SIGTERM, which
+    passes it on."""
+    launcher, supervisor, said = _launch(tmp_path, CHILD, local_ray.HEAD_GRACE)
     try:
-        wait_until(lambda: said.is_file() and "ready" in said.read_text(), 30, "the child ready",
-                   interval=0.05)  # fmt: skip
         launcher.kill()
         launcher.wait()
         wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the child's SIGTERM",
                    context=said.read_text, interval=0.05)  # fmt: skip
+        wait_until(lambda: _gone(supervisor), 30, "the supervisor's end", interval=0.05)
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
+            os.killpg(supervisor, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grace(tmp_path):
+    """Ray's SIGTERM handler hung for good on a second SIGTERM (it waits on a lock it holds):
+    however many SIGTERMs the supervisor gets, the head gets one, and ``grace`` seconds later
+    the head and every process in its group are killed."""
+    launcher, supervisor, said = _launch(tmp_path, STUBBORN, 1.0)
+    below = int(said.read_text().split()[1])
+    try:
+        launcher.kill()
+        launcher.wait()
+        wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the head's SIGTERM",
+                   context=said.read_text, interval=0.05)  # fmt: skip
+        with contextlib.suppress(ProcessLookupError):  # a second, as Ray's processes may send
+            os.kill(supervisor, signal.SIGTERM)
+        wait_until(lambda: _gone(below) and _gone(supervisor), 30, "the group killed",
+                   interval=0.05)  # fmt: skip
+        assert said.read_text().count("SIGTERM") == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(supervisor, signal.SIGKILL)

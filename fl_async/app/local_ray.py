@@ -12,8 +12,11 @@ the run ends, and its directory (Ray's session logs) is removed unless the run f
 that exits, or does not answer within ``START_TIMEOUT`` seconds, fails the run
 (``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it for minutes.
 On Linux the head also dies with the launcher when nothing could stop it (the launcher killed
-with SIGKILL): the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), on which ``ray start
---block`` stops Ray's services; without it they would outlive the run.
+with SIGKILL): ``ray start --block`` runs under a small supervisor (``SUPERVISOR``) that the
+kernel sends SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``). It passes one SIGTERM on,
+on which ``ray start`` stops Ray's services, and kills its whole process group (every Ray
+process) ``HEAD_GRACE`` seconds later: Ray's SIGTERM handler is not reentrant, and a second
+SIGTERM while it runs left it waiting on its own lock, with Ray's services alive, for good.
 """
 
 from __future__ import annotations
@@ -39,14 +42,29 @@ LEAN = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "
 workers of their own for them, and the prestarted ones only cost a Python start-up each."""
 LOG = "ray.log"
 """The head's output (``ray start``), in the run's output directory."""
-FATE_SHARED = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG, kept across exec
-if os.getppid() != int(sys.argv[1]):  # the launcher died before prctl took effect
+HEAD_GRACE = 10.0
+"""Seconds ``ray start`` gets to stop Ray's services after its SIGTERM, before the supervisor
+kills them all."""
+SUPERVISOR = """\
+import ctypes, os, signal, subprocess, sys, time
+asked = []
+signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(time.monotonic()))
+ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]) or asked:  # the launcher died, or stops the head, already
     sys.exit(1)
-os.execv(sys.argv[2], sys.argv[2:])
+head, told = subprocess.Popen(sys.argv[3:]), False
+while head.poll() is None and not (asked and time.monotonic() > asked[0] + float(sys.argv[2])):
+    if asked and not told:
+        head.send_signal(signal.SIGTERM)  # once, however many came: Ray's handler is not reentrant
+        told = True
+    time.sleep(0.1)
+if asked:
+    os.killpg(0, signal.SIGKILL)  # what Ray left in this group, and this process with it
+sys.exit(head.returncode if head.returncode >= 0 else 128 - head.returncode)
 """
-"""Run ``argv[2:]`` so that it gets SIGTERM when the process ``argv[1]`` (its parent) dies."""
+"""Run ``argv[3:]`` and stop it (SIGTERM once, then SIGKILL to this process group ``argv[2]``
+seconds later) when this process gets SIGTERM, as it does when the process ``argv[1]`` (its
+parent) dies."""
 
 
 class RayHead:
@@ -109,7 +127,8 @@ class RayHead:
         """Stop the head and every process under it (Ray's services and workers), then remove
         its directory, kept (when not empty) if ``keep_logs`` or the head failed."""
         self._stopped.set()
-        superlink.stop(self.process, grace=grace)
+        # `ray start` (through its supervisor, on Linux) gets one SIGTERM: a second could hang it.
+        superlink.stop(self.process, grace=grace, term_all=False)
         self._watch.join()
         kept = Path(self.temp_dir)
         if not (keep_logs or self.failure is not None) or not any(kept.iterdir()):
@@ -119,13 +138,14 @@ class RayHead:
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
 
 
-def _dying_with_this_process(command: list[str]) -> list[str]:
-    """``command`` (an absolute executable first) run by ``FATE_SHARED`` for this process, on
-    Linux; elsewhere as it is. Popen must run it from a thread that lives as long as this process
-    (the main thread): the kernel's signal follows the thread that started it."""
+def _dying_with_this_process(command: list[str], grace: float = HEAD_GRACE) -> list[str]:
+    """``command`` (an absolute executable first) run by ``SUPERVISOR`` for this process, with
+    ``grace`` seconds to stop, on Linux; elsewhere as it is. Popen must run it from a thread
+    that lives as long as this process (the main thread): the kernel's signal follows the thread
+    that started it."""
     if not sys.platform.startswith("linux"):
         return command
-    return [sys.executable, "-c", FATE_SHARED, str(os.getpid()), *command]
+    return [sys.executable, "-c", SUPERVISOR, str(os.getpid()), str(grace), *command]
 
 
 def _command(port: int, actors: int, temp_dir: str) -> list[str]:

@@ -101,16 +101,16 @@ def start_superlink(env: dict[str, str], *, cwd: Path, log_file: Path) -> subpro
     raise RuntimeError(f"flower-superlink did not start in {SUPERLINK_START_TIMEOUT:.0f} s")
 
 
-def stop(process: subprocess.Popen, *, grace: float | None = None) -> None:
+def stop(process: subprocess.Popen, *, grace: float | None = None, term_all: bool = True) -> None:
     """Stop the SuperLink and every process under it (SuperExec, ServerApp, simulation, Ray).
 
-    SIGTERM to all of them, SIGKILL to any still there after ``grace`` seconds (default
-    ``STOP_GRACE``). The SuperExec starts its own session, and after an interrupted run the
-    simulation and Ray would outlive the SuperLink: the tree is read before anything is
-    signalled.
+    SIGTERM to all of them (to ``process`` alone unless ``term_all``: it stops what is under
+    it), SIGKILL to any still there after ``grace`` seconds (default ``STOP_GRACE``). The
+    SuperExec starts its own session, and after an interrupted run the simulation and Ray would
+    outlive the SuperLink: the tree is read before anything is signalled.
     """
     tree = [process.pid, *descendants(process.pid)]
-    _signal(tree, signal.SIGTERM)
+    _signal(tree if term_all else [process.pid], signal.SIGTERM)
     deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
     while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
         process.poll()  # reap the SuperLink, our child, so that it does not count as alive
