@@ -158,6 +158,12 @@ def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options shaping every run: dataset, nodes, budget and run-config overrides."""
+    _add_data_arguments(parser)
+    _add_budget_arguments(parser)
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options naming the data: dataset, its folder and the number of nodes."""
     parser.add_argument(
         "--dataset",
         default=None,
@@ -172,6 +178,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes", type=int, default=None, help="virtual nodes (default: the scenario's)"
     )
+
+
+def _add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of the budget, the grid and the run-config overrides."""
     parser.add_argument(
         "--rounds",
         type=int,
