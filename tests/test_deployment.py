@@ -32,13 +32,15 @@ def check_survived(result: dict | None, killed_at: float, context: str) -> float
     assert result["final-loss"] < result["initial-loss"], context
     assert result["num-updates"] > KILL_AFTER_STEP, context
     assert result["faults"].keys() <= {"timeout", "lost", "node-left", "error"}, context
+    # Faults before the kill are not the kill's: on a loaded machine (CI) every node's first
+    # tasks can expire while the SuperNodes still start up.
     victim_faults = [
         f["time"] - killed_at
         for f in result["fault-log"]
-        if f"(stable id {NUM_NODES - 1})" in f["message"]
+        if f"(stable id {NUM_NODES - 1})" in f["message"] and f["time"] > killed_at
     ]
     assert victim_faults, context
-    assert 0 < victim_faults[0] < TIMEOUT + 15, context
+    assert victim_faults[0] < TIMEOUT + 15, context
     return victim_faults[0]
 
 
