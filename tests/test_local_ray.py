@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from flower_processes import wait_until
+from flower_processes import descendants, wait_processes_gone, wait_until
 from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks
 
 from fl_async.app import launch, local_ray, preflight, superlink
@@ -210,26 +210,20 @@ def _launch(tmp_path: Path, child: str, grace: float) -> tuple[subprocess.Popen,
     return launcher, supervisor, said
 
 
-def _gone(pid: int) -> bool:
-    """Whether ``pid`` has ended (a zombie, which nothing may reap in a container, has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_head_gets_sigterm_when_the_launcher_is_killed_outright(tmp_path):
     """SIGKILL gives the launcher no chance to stop its head (``ray start --block``, which
     stops Ray's services on SIGTERM): the kernel sends the head's supervisor SIGTERM, which
     passes it on."""
     launcher, supervisor, said = _launch(tmp_path, CHILD, local_ray.HEAD_GRACE)
+    tree = descendants(launcher.pid)  # the supervisor and the head
     try:
         launcher.kill()
         launcher.wait()
         wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the child's SIGTERM",
                    context=said.read_text, interval=0.05)  # fmt: skip
-        wait_until(lambda: _gone(supervisor), 30, "the supervisor's end", interval=0.05)
+        assert supervisor in {pid for pid, _ in tree}
+        assert not wait_processes_gone(tree, 30), "the supervisor or the head outlived it"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(supervisor, signal.SIGKILL)
@@ -242,6 +236,7 @@ def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grac
     the head and every process in its group are killed."""
     launcher, supervisor, said = _launch(tmp_path, STUBBORN, 1.0)
     below = int(said.read_text().split()[1])
+    tree = descendants(launcher.pid)  # the supervisor, the head and the process under it
     try:
         launcher.kill()
         launcher.wait()
@@ -249,8 +244,8 @@ def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grac
                    context=said.read_text, interval=0.05)  # fmt: skip
         with contextlib.suppress(ProcessLookupError):  # a second, as Ray's processes may send
             os.kill(supervisor, signal.SIGTERM)
-        wait_until(lambda: _gone(below) and _gone(supervisor), 30, "the group killed",
-                   interval=0.05)  # fmt: skip
+        assert {supervisor, below} <= {pid for pid, _ in tree}
+        assert not wait_processes_gone(tree, 30), "the group outlived the grace"
         assert said.read_text().count("SIGTERM") == 1
     finally:
         with contextlib.suppress(ProcessLookupError):
