@@ -52,13 +52,13 @@ signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(time.monotonic(
 ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 if os.getppid() != int(sys.argv[1]) or asked:  # the launcher died, or stops the head, already
     sys.exit(1)
-head, told = subprocess.Popen(sys.argv[3:]), False
-while head.poll() is None and not (asked and time.monotonic() > asked[0] + float(sys.argv[2])):
-    if asked and not told:
-        head.send_signal(signal.SIGTERM)  # once, however many came: Ray's handler is not reentrant
-        told = True
+head = subprocess.Popen(sys.argv[3:])
+while head.poll() is None and not asked:
     time.sleep(0.1)
 if asked:
+    head.send_signal(signal.SIGTERM)  # once, however many came: Ray's handler is not reentrant
+    while head.poll() is None and time.monotonic() < asked[0] + float(sys.argv[2]):
+        time.sleep(0.1)
     os.killpg(0, signal.SIGKILL)  # what Ray left in this group, and this process with it
 sys.exit(head.returncode if head.returncode >= 0 else 128 - head.returncode)
 """
