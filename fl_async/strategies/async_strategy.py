@@ -286,6 +286,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self._keys: list[str] = []
         self._train_config: dict[str, Any] = {}
         self._forget_at: dict[int, int] = {}
+        self._held, self._held_until, self._unrestored = [], 0.0, {}  # a resume's waiting nodes
         self._record_cache: tuple[int, ArrayRecord] | None = None
         self._model_bytes = 1
         self._eval_every = 1
@@ -339,12 +340,12 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
             for msg_id in self._book.of_node(node_id):
                 self._drop(msg_id, "lost")
             self._leave(node.stable_id)
+        self._resend_held(grid)
 
     def _wall_time_left(self) -> float:
         """Seconds until the run's ``max_wall_time`` (infinite without one)."""
-        if self._max_wall_time is None:
-            return math.inf
-        return self._max_wall_time - self._recorder.wall()
+        limit = self._max_wall_time
+        return math.inf if limit is None else limit - self._recorder.wall()
 
     def _out_of_wall_time(self) -> bool:
         """Whether the run's ``max_wall_time`` has passed (also checked while waiting)."""
@@ -354,10 +355,8 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         """Whether every connected node has left the run for failing too often (and say so)."""
         if not len(self._registry) or self._registry.usable:
             return False
-        self._stop_detail = (
-            f"every node left the run after {self.max_failures} failed tasks or rejected "
-            "updates in a row"
-        )
+        self._stop_detail = (f"every node left the run after {self.max_failures} failed tasks "
+                             "or rejected updates in a row")  # fmt: skip
         return True
 
     def _wait_for_nodes(self, grid: Grid) -> str:

@@ -2,6 +2,9 @@
 
 Simulated node ids are random for every run, so each node is asked once for its
 ``partition-id`` (a ``query`` message, ``fl_async.protocol``) and keyed by it: its *stable id*.
+A node the SuperLink lists but that is not there yet (after a SuperLink restart its heartbeat
+may lag) is asked again when next listed, at most ``QUERY_ATTEMPTS`` times, rather than keyed by
+its node id for good.
 A node that fails is retried after a back-off; one that fails or is rejected ``max_failures``
 times in a row leaves the run for good, so that a broken ClientApp cannot keep a run busy.
 """
@@ -29,6 +32,11 @@ QUERY_QUIET = 120.0
 """Seconds without a new answer after which the identify query gives up on the nodes left."""
 NO_QUERY_HANDLER = "No query function registered"
 """What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
+UNAVAILABLE = frozenset({3, 4, 5})
+"""Flower's error codes for a message the node never got (``MESSAGE_UNAVAILABLE``,
+``REPLY_MESSAGE_UNAVAILABLE``, ``NODE_UNAVAILABLE``): it was listed but is not there yet."""
+QUERY_ATTEMPTS = 3
+"""Identify queries a node may miss so before it is keyed by its node id."""
 AT_ONCE = "at-once"
 """``identify_nodes`` value: query every node at once, for a ClientApp known to answer."""
 
@@ -80,6 +88,8 @@ class NodeRegistry:
         self._last_refresh = 0.0
         self._warned_unidentified = False
         self._probed = False
+        self._missed: dict[int, int] = {}
+        """Identify queries each node id missed so far (``UNAVAILABLE``)."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -146,7 +156,8 @@ class NodeRegistry:
         admitted = []
         if new:
             for node_id, info in zip(new, self._ask(grid, new, timeout), strict=True):
-                admitted.append(self._admit(node_id, *info))
+                if info is not None:  # None: not there yet, asked again when next listed
+                    admitted.append(self._admit(node_id, *info))
         departed = []
         for node_id in sorted(set(self.nodes) - connected):
             node = self.nodes.pop(node_id)
@@ -220,8 +231,9 @@ class NodeRegistry:
         self._add_idle(stable)
         return stable
 
-    def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple]:
-        """``(partition-id, num-examples)`` per node, None where a node cannot tell."""
+    def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple | None]:
+        """``(partition-id, num-examples)`` per node (each None where it cannot tell), or None
+        for a node to ask again later."""
         wait = timeout
         answers: list[Message | None] = []
         if self.identify is True and not self._probed:
@@ -239,16 +251,26 @@ class NodeRegistry:
         if not self.identify:
             return [(None, None)] * len(node_ids)
         answers += self._query(grid, node_ids[len(answers) :], wait)
-        found = []
-        for reply in answers:
-            found.append(protocol.read_identity(reply))
-        unidentified = sum(p is None for p, _ in found)
+        found = [self._identity(n, reply) for n, reply in zip(node_ids, answers, strict=True)]
+        unidentified = sum(f is not None and f[0] is None for f in found)
         if unidentified and not self._warned_unidentified:
             self._warned_unidentified = True
             log(WARNING, "%d of %d nodes reported no partition-id: their node ids key their "
                 "state, so this run is not reproducible from a seed",
                 unidentified, len(found))  # fmt: skip
         return found
+
+    def _identity(self, node_id: int, reply: Message | None) -> tuple | None:
+        """``(partition-id, num-examples)`` from ``reply``; None to ask again later (the node
+        never got the query, and has missed fewer than ``QUERY_ATTEMPTS``)."""
+        if reply is not None and reply.has_error() and reply.error.code in UNAVAILABLE:
+            self._missed[node_id] = self._missed.get(node_id, 0) + 1
+            if self._missed[node_id] < QUERY_ATTEMPTS:
+                log(INFO, "node %d did not get the identify query (%s); it is asked again when "
+                    "next listed", node_id, reply.error.reason)  # fmt: skip
+                return None
+        self._missed.pop(node_id, None)
+        return protocol.read_identity(reply)
 
     def _query(self, grid: Grid, node_ids: list[int], wait: float) -> list[Message | None]:
         """Send the identify query to ``node_ids``; their replies (None: no answer in time).

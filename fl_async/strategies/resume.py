@@ -19,8 +19,17 @@ class RunSnapshot:
     """``AsyncStrategy``'s checkpoints: what is saved, and how a run picks up from it."""
 
     def _snapshot(self) -> RunState:
-        """The run's whole state now (copies of the arrays, as the rules' ``state_dict``s)."""
+        """The run's whole state now (copies of the arrays, as the rules' ``state_dict``s), with
+        the saved nodes and tasks a resume still waits for."""
         book, rec = self._book, self._recorder
+        nodes = dict(self._unrestored)
+        for n in self._registry.nodes.values():
+            nodes[n.stable_id] = SavedNode(n.partition_id, n.num_examples, n.tasks)
+        in_flight = list(self._held)
+        for t in book.tasks():
+            in_flight.append(SavedTask(t.stable_id, t.base_version, t.iteration, t.task_index,
+                                       t.seed, t.start, t.finish, book.base_of(t),
+                                       t.base is not None))  # fmt: skip
         return RunState(
             keys=list(self._keys),
             aggregator=self.aggregator.state_dict(),
@@ -33,25 +42,9 @@ class RunSnapshot:
             faults=dict(rec.faults),
             last_eval_step=rec.last_eval_step,
             train_config=dict(self._train_config),
-            nodes={
-                n.stable_id: SavedNode(n.partition_id, n.num_examples, n.tasks)
-                for n in self._registry.nodes.values()
-            },  # fmt: skip
+            nodes=nodes,
             forget_at=dict(self._forget_at),
-            in_flight=[
-                SavedTask(
-                    t.stable_id,
-                    t.base_version,
-                    t.iteration,
-                    t.task_index,
-                    t.seed,
-                    t.start,
-                    t.finish,
-                    book.base_of(t),
-                    t.base is not None,
-                )
-                for t in book.tasks()
-            ],  # fmt: skip
+            in_flight=in_flight,
             train_metrics={k: dict(v) for k, v in rec.result.train_metrics_clientapp.items()},
             evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
             grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
@@ -74,6 +67,10 @@ class RunSnapshot:
         self._begin(grid, arrays, config)
         self._keys = state.keys
         self.aggregator.load_state_dict(state.aggregator)
+        saved = state.aggregator.get("hyperparameters", {})
+        for owner, name, _ in self._auto:  # as the run resolved them, not from who is back yet
+            if name in saved:
+                setattr(owner, name, saved[name])
         self.policy.load_state_dict(state.policy)
         # Nodes admitted above that the checkpoint does not know (they joined after it, or are
         # new to the run) join the loaded policy; the others keep their saved clocks.
@@ -98,11 +95,8 @@ class RunSnapshot:
         self._grid = [(i, at) for i, at in self._grid if i not in state.grid_metrics]
         self._checkpointer.last_step = self.aggregator.version
         self._forget_at = dict(state.forget_at)
-        for stable, saved in state.nodes.items():
-            node_id = self._registry.node_of(stable)
-            if node_id is not None:
-                self._registry[node_id].tasks = saved.tasks
-                self._registry[node_id].num_examples = saved.num_examples
+        self._unrestored = dict(state.nodes)
+        self._restore_nodes()
         self.task_bases.load_state_dict(state.task_bases)
         if state.guard is not None:
             self.guard.load_state_dict(state.guard)
@@ -111,21 +105,62 @@ class RunSnapshot:
             self.aggregator.version)  # fmt: skip
         return True
 
+    def _restore_nodes(self) -> None:
+        """Give each saved node that is connected now its saved task count and data size."""
+        registry = self._registry
+        for stable in [s for s in self._unrestored if registry.node_of(s) is not None]:
+            saved, node = self._unrestored.pop(stable), registry[registry.node_of(stable)]
+            node.tasks, node.num_examples = saved.tasks, saved.num_examples
+
     def _resend(self, grid: Grid, saved: list[SavedTask]) -> None:
-        """Send the tasks that were in flight again, exactly as they were."""
-        for s in saved:
+        """Send the tasks that were in flight again, exactly as they were. A node that is not
+        back yet (or has not told its stable id yet) gets its task once it is, within the task
+        timeout; after it the task is lost."""
+        self._held, self._held_until = list(saved), time.time() + self._timeout
+        self._resend_held(grid)
+        if self.clock is None or not self._held:
+            return
+        log(INFO, "Waiting up to %.0f s for the nodes of %d saved tasks: stable ids %s",
+            self._timeout, len(self._held), sorted({s.stable_id for s in self._held}))  # fmt: skip
+        # Replies are handled in virtual-finish order: a saved task sent once replies are being
+        # handled could change the history, so a run with a clock waits for its nodes here.
+        while self._held and time.time() < self._held_until and not self._out_of_wall_time():
+            time.sleep(0.2)
+            self._refresh_nodes(grid, every=1.0)
+        if not self._out_of_wall_time():  # else the run stops at once; its checkpoint keeps them
+            self._held_until = 0.0
+            self._resend_held(grid)
+
+    def _resend_held(self, grid: Grid) -> None:
+        """Restore and resend what waits for nodes that are connected now (after each look at
+        the grid's nodes); past the timeout the tasks left waiting are lost."""
+        if not (self._held or self._unrestored):
+            return
+        self._restore_nodes()
+        expired, waiting, sent = time.time() > self._held_until, [], False
+        for s in self._held:
             node_id = self._registry.node_of(s.stable_id)
-            if node_id is None:
-                self._recorder.fault("lost", f"stable id {s.stable_id} did not come back")
+            if node_id is not None:
+                self._resend_one(s, node_id)
+                sent = True
+            elif expired:
+                self._recorder.fault("lost", f"stable id {s.stable_id} did not come back "
+                                     f"within {self._timeout:.0f} s")  # fmt: skip
                 self.policy.leave(s.stable_id)
-                continue
-            task = Task(node_id, s.stable_id, s.base_version, s.iteration, s.task_index, s.seed,
-                        s.start, s.finish, time.time(), s.base if s.own_base else None)  # fmt: skip
-            config = self._task_config(s.base_version, s.seed, s.iteration)
-            make = partial(protocol.train_message, node_id, self._record(s.base), config,
-                           ttl=self._timeout)  # fmt: skip
-            key = self._outbox.add(task, make)
-            self._registry.set_busy(self._registry[node_id], True)
-            self._book.add_stored(key, task, s.base)
-            self._order.track(key, task)
-        self._send(grid)
+            else:
+                waiting.append(s)
+        self._held = waiting
+        if sent:
+            self._send(grid)
+
+    def _resend_one(self, s: SavedTask, node_id: int) -> None:
+        """Put one saved task back in flight on ``node_id``, as it was."""
+        task = Task(node_id, s.stable_id, s.base_version, s.iteration, s.task_index, s.seed,
+                    s.start, s.finish, time.time(), s.base if s.own_base else None)  # fmt: skip
+        config = self._task_config(s.base_version, s.seed, s.iteration)
+        make = partial(protocol.train_message, node_id, self._record(s.base), config,
+                       ttl=self._timeout)  # fmt: skip
+        key = self._outbox.add(task, make)
+        self._registry.set_busy(self._registry[node_id], True)
+        self._book.add_stored(key, task, s.base)
+        self._order.track(key, task)
