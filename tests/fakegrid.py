@@ -184,3 +184,18 @@ def quadratic_fleet(num_nodes: int, *, dim: int = 5, seed: int = 0, modes=None):
 def initial_arrays(dim: int = 5) -> ArrayRecord:
     """A model of one float array and one integer counter (as BatchNorm's)."""
     return to_record(["w", "count"], [np.zeros(dim, np.float32), np.array(0, np.int64)])
+
+
+class Crash(Exception):
+    """The ServerApp process dies (here: inside an evaluation, between two checkpoints)."""
+
+
+def crash_at(step: int) -> Callable[[int, ArrayRecord], MetricRecord]:
+    """An ``evaluate_fn`` raising ``Crash`` at server step ``step``: a ServerApp killed there."""
+
+    def evaluate(server_step: int, arrays: ArrayRecord) -> MetricRecord:
+        if server_step == step:
+            raise Crash(f"killed at server step {server_step}")
+        return MetricRecord({"step": server_step})
+
+    return evaluate

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 from exact import assert_identical
-from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord, MetricRecord
+from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
+from flwr.app import ConfigRecord
 
 from fl_async import statefile
 from fl_async.scheduling import VirtualClock
@@ -18,10 +18,6 @@ from fl_async.strategies.checkpoint import FILENAME, PICKLED, Checkpointer, to_t
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 4, 2, 3  # barrier rules take 4 steps in all
-
-
-class Crash(Exception):
-    """The ServerApp process dies between two checkpoints."""
 
 
 @pytest.fixture(autouse=True)
@@ -43,15 +39,6 @@ def start(strategy, evaluate_fn=None, offset=0):
         FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
         evaluate_fn=evaluate_fn,
     )  # fmt: skip
-
-
-def crash_at(step):
-    def evaluate(server_step, arrays):
-        if server_step == step:
-            raise Crash(f"killed at server step {server_step}")
-        return MetricRecord({"step": server_step})
-
-    return evaluate
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
+from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, MetricRecord
 
 from fl_async.scheduling import VirtualClock
@@ -21,10 +21,6 @@ from fl_async.strategies.checkpoint import Checkpointer, RunSuperseded
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 5, 3, 7
-
-
-class Crash(Exception):
-    """The ServerApp process dies (here: inside an evaluation, between two checkpoints)."""
 
 
 @pytest.fixture(autouse=True)
@@ -46,15 +42,6 @@ def history(result):
         {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
         for _, r in sorted(result.train_metrics_clientapp.items())
     ]
-
-
-def crash_at(step):
-    def evaluate(server_step, arrays):
-        if server_step == step:
-            raise Crash(f"killed at server step {server_step}")
-        return MetricRecord({"step": server_step})
-
-    return evaluate
 
 
 def with_new_node_ids(nodes, offset=10**9):

@@ -12,8 +12,8 @@ next listed, instead of being keyed by its node id for good.
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord, Error, Message, MetricRecord
+from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
+from flwr.app import ConfigRecord, Error, Message
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD
@@ -22,10 +22,6 @@ from fl_async.strategies.nodes import QUERY_ATTEMPTS
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT, TIMEOUT = 4, 5, 3, 7, 5.0
-
-
-class Crash(Exception):
-    """The ServerApp process dies inside an evaluation, between two checkpoints."""
 
 
 class LateGrid(FakeGrid):
@@ -73,15 +69,6 @@ def make(directory=None, *, clock=True, min_nodes=NUM_NODES):
 def start(strategy, grid, evaluate_fn=None):
     return strategy.start(grid, initial_arrays(), num_rounds=NUM_ROUNDS, timeout=TIMEOUT,
                           train_config=TRAIN, evaluate_fn=evaluate_fn)  # fmt: skip
-
-
-def crash_at(step):
-    def evaluate(server_step, arrays):
-        if server_step == step:
-            raise Crash(f"killed at server step {server_step}")
-        return MetricRecord({"step": server_step})
-
-    return evaluate
 
 
 def crashed_run(tmp_path, *, clock=True):

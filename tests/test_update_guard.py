@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord, MetricRecord
+from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
+from flwr.app import ConfigRecord
 from test_poisoned_node import ATTACKER, ATTACKS, PoisonedNode
 
 from fl_async.aggregators import SSGD, ClientUpdate, FedBuff, UpdateGuard
@@ -126,10 +126,6 @@ def _poisoned_fleet():
     return {**nodes, attacker: PoisonedNode(nodes[attacker], ATTACKS["scaled-x1000"])}
 
 
-class Crash(Exception):
-    """The ServerApp dies inside an evaluation, between two checkpoints."""
-
-
 def test_a_resumed_run_keeps_the_guards_window_bit_for_bit(tmp_path):
     def make(directory=None):
         return ASGD(
@@ -137,14 +133,9 @@ def test_a_resumed_run_keeps_the_guards_window_bit_for_bit(tmp_path):
             checkpoint_dir=directory, checkpoint_every=4 if directory else None,
         )  # fmt: skip
 
-    def crash(step, arrays):
-        if step == 11:
-            raise Crash
-        return MetricRecord({})
-
     full = _start(make(), _poisoned_fleet())
     with pytest.raises(Crash):
-        _start(make(tmp_path), _poisoned_fleet(), crash)
+        _start(make(tmp_path), _poisoned_fleet(), crash_at(11))
     saved = Checkpointer(tmp_path, None).load()
     # One vote for each honest node: the attacker's updates were all refused.
     assert saved.num_updates == 8 and sorted(n for n, _ in saved.guard["norms"]) == [0, 1, 2, 3]
