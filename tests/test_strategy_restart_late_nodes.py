@@ -17,7 +17,7 @@ from flwr.app import ConfigRecord, Error, Message
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD
-from fl_async.strategies.checkpoint import Checkpointer
+from fl_async.strategies.checkpoint import Checkpointer, CheckpointError
 from fl_async.strategies.nodes import QUERY_ATTEMPTS
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
@@ -176,3 +176,19 @@ def test_a_node_that_misses_every_identify_query_is_keyed_by_its_node_id():
     queries = [n for n, kind in grid.log if kind == "query" and n == absent]
     assert len(queries) == QUERY_ATTEMPTS
     assert absent in {r["stable-id"] for r in records(result)}
+
+
+def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp_path):
+    """ASGD's "auto" lr is 1 / (nodes at the start): resumed with one node short, the run keeps
+    the checkpoint's lr; a checkpoint whose lr is not a finite positive float is refused."""
+    saved, stable = crashed_run(tmp_path)
+    assert saved.aggregator["hyperparameters"]["lr"] == 1 / NUM_NODES
+    strategy = make(tmp_path, min_nodes=NUM_NODES - 1)
+    start(strategy, late_grid(stable, after=None))
+    assert strategy.aggregator.lr == 1 / NUM_NODES
+    for bad in (-1.0, float("nan"), "0.5", True):
+        state = Checkpointer(tmp_path, None).load()
+        state.aggregator["hyperparameters"]["lr"] = bad
+        Checkpointer(tmp_path, None).save(state, state.aggregator["version"])
+        with pytest.raises(CheckpointError, match=f"the checkpoint's lr={bad!r} is not a finite"):
+            start(make(tmp_path), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 from logging import INFO
@@ -11,7 +12,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from fl_async import protocol
-from fl_async.strategies.checkpoint import RunState, SavedNode, SavedTask
+from fl_async.strategies.checkpoint import CheckpointError, RunState, SavedNode, SavedTask
 from fl_async.strategies.tasks import Task
 
 
@@ -67,10 +68,7 @@ class RunSnapshot:
         self._begin(grid, arrays, config)
         self._keys = state.keys
         self.aggregator.load_state_dict(state.aggregator)
-        saved = state.aggregator.get("hyperparameters", {})
-        for owner, name, _ in self._auto:  # as the run resolved them, not from who is back yet
-            if name in saved:
-                setattr(owner, name, saved[name])
+        self._keep_auto(state.aggregator.get("hyperparameters", {}))
         self.policy.load_state_dict(state.policy)
         # Nodes admitted above that the checkpoint does not know (they joined after it, or are
         # new to the run) join the loaded policy; the others keep their saved clocks.
@@ -104,6 +102,23 @@ class RunSnapshot:
         log(INFO, "Resumed from %s at server step %d", self._checkpointer.path,
             self.aggregator.version)  # fmt: skip
         return True
+
+    def _keep_auto(self, saved: dict) -> None:
+        """The "auto" hyperparameters as the run resolved them at its start (saved), not from
+        the nodes back so far; a value of another type, or not finite and positive, is refused."""
+        for owner, name, _ in self._auto:
+            if name not in saved:
+                continue
+            value, kind = saved[name], type(getattr(owner, name))
+            if (
+                type(value) not in (int, float)
+                or not math.isfinite(value)
+                or value <= 0
+                or kind(value) != value
+            ):
+                raise CheckpointError(f"the checkpoint's {name}={value!r} is not a finite "
+                                      f"positive {kind.__name__}")  # fmt: skip
+            setattr(owner, name, kind(value))
 
     def _restore_nodes(self) -> None:
         """Give each saved node that is connected now its saved task count and data size."""
