@@ -1,5 +1,6 @@
-"""Helpers shared by the ``test_strategy_loop_*`` files: the training config, the task identity
-every test runs under (an autouse fixture: import it), and a run on an in-memory grid."""
+"""Helpers shared by the ``test_strategy_*`` files: the training config, the task identity
+every test runs under (an autouse fixture: import it), a run on an in-memory grid, and a run's
+per-update records."""
 
 import pytest
 from fakegrid import FakeGrid, initial_arrays, task_identity
@@ -26,9 +27,14 @@ def model(result):
     return result.arrays.to_numpy_ndarrays()
 
 
+def records(result):
+    """Every per-update record of ``result``, in update order, as dicts."""
+    return [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
+
+
 def history(result):
-    """Everything recorded per update except wall time."""
+    """Every per-update record except what another run of the same seed may change: wall
+    times and node ids (a restart or a new grid gives new ones)."""
     return [
-        {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
-        for _, r in sorted(result.train_metrics_clientapp.items())
+        {k: v for k, v in r.items() if k not in ("wall-time", "node-id")} for r in records(result)
     ]

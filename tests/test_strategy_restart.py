@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, MetricRecord
+from strategy_loop import history, records
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, GSGM, MIFA
@@ -34,14 +35,6 @@ def start(strategy, nodes, evaluate_fn=None):
         FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
         evaluate_fn=evaluate_fn,
     )  # fmt: skip
-
-
-def history(result):
-    """Every per-update record except what a restart may change (node ids, wall times)."""
-    return [
-        {k: v for k, v in dict(r).items() if k not in ("wall-time", "node-id")}
-        for _, r in sorted(result.train_metrics_clientapp.items())
-    ]
 
 
 def with_new_node_ids(nodes, offset=10**9):
@@ -74,12 +67,12 @@ def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, 
                     strict=True):  # fmt: skip
         np.testing.assert_array_equal(a, b)
     assert history(resumed) == history(full)
-    records = [dict(r) for _, r in sorted(resumed.train_metrics_clientapp.items())]
-    tasks = Counter((r["stable-id"], r["iteration"]) for r in records)
+    rows = records(resumed)
+    tasks = Counter((r["stable-id"], r["iteration"]) for r in rows)
     assert max(tasks.values()) == 1
-    after = [(r["stable-id"], r["iteration"]) for r in records[saved.num_updates :]]
+    after = [(r["stable-id"], r["iteration"]) for r in rows[saved.num_updates :]]
     assert all(after.count(task) == 1 for task in in_flight)
-    assert {r["node-id"] for r in records[saved.num_updates :]} <= set(nodes)
+    assert {r["node-id"] for r in rows[saved.num_updates :]} <= set(nodes)
 
 
 @pytest.mark.parametrize("preset", [ASGD, GSGM])
@@ -102,9 +95,9 @@ def test_a_node_new_since_the_checkpoint_joins_the_resumed_run(tmp_path, preset)
     newcomer.partition_id = NUM_NODES  # a partition the checkpoint has never seen
     nodes[newcomer_id] = newcomer
     resumed = start(make(tmp_path), nodes)
-    records = [dict(r) for _, r in sorted(resumed.train_metrics_clientapp.items())]
+    rows = records(resumed)
     assert resumed.stopped_by == "budget", resumed.stop_detail
-    assert NUM_NODES in {r["stable-id"] for r in records[saved.num_updates :]}
+    assert NUM_NODES in {r["stable-id"] for r in rows[saved.num_updates :]}
 
 
 @pytest.mark.parametrize("preset", [ASGD, GSGM])

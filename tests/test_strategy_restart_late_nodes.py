@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, Error, Message
+from strategy_loop import history, records
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD
@@ -89,15 +90,6 @@ def late_grid(stable_id, after):
     return LateGrid(nodes, late=late, after=after)
 
 
-def records(result):
-    return [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
-
-
-def without_wall(result):
-    return [{k: v for k, v in r.items() if k not in ("wall-time", "node-id")}
-            for r in records(result)]  # fmt: skip
-
-
 def test_with_a_clock_the_resumed_run_waits_for_a_late_node_and_matches_the_full_run(tmp_path):
     full = start(make(), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)))
     saved, stable = crashed_run(tmp_path)
@@ -105,7 +97,7 @@ def test_with_a_clock_the_resumed_run_waits_for_a_late_node_and_matches_the_full
     grid = late_grid(stable, after=6)
     resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1), grid)
     assert resumed.stopped_by == "budget", resumed.stop_detail
-    assert without_wall(resumed) == without_wall(full)
+    assert history(resumed) == history(full)
     for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
                     strict=True):  # fmt: skip
         np.testing.assert_array_equal(a, b)
@@ -161,7 +153,7 @@ def test_a_node_listed_before_it_is_back_is_asked_again_and_the_run_matches_the_
     grid.handlers[grid.late] = Unavailable(grid.handlers[grid.late], misses=1)
     resumed = start(make(tmp_path), grid)
     assert resumed.stopped_by == "budget", resumed.stop_detail
-    assert without_wall(resumed) == without_wall(full)
+    assert history(resumed) == history(full)
     queries = [n for n, kind in grid.log if kind == "query" and n == grid.late]
     assert len(queries) == 2 and "lost" not in resumed.faults
 
