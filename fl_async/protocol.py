@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common.constant import SType
+from flwr.common.constant import ErrorCode, SType
 from numpy.lib import format as npy
 
 TRAIN = "train"
@@ -37,6 +37,13 @@ METRICS_KEY = "metrics"
 PSEUDO_GRADIENT_KEY = "pseudo-gradient"
 IDENTIFY = {"fl-async": "identify"}
 MAX_NUM_EXAMPLES = 2**53
+UNDELIVERED = {
+    ErrorCode.MESSAGE_UNAVAILABLE: "timeout",
+    ErrorCode.REPLY_MESSAGE_UNAVAILABLE: "timeout",
+    ErrorCode.NODE_UNAVAILABLE: "lost",
+}
+"""Flower's error codes for a reply the SuperLink wrote itself, the node never having answered
+(past the TTL: ``timeout``; a node whose heartbeat stopped: ``lost``), and the fault each names."""
 """The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
 _NUMERIC = frozenset("biuf")
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}

@@ -32,9 +32,6 @@ QUERY_QUIET = 120.0
 """Seconds without a new answer after which the identify query gives up on the nodes left."""
 NO_QUERY_HANDLER = "No query function registered"
 """What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
-UNAVAILABLE = frozenset({3, 4, 5})
-"""Flower's error codes for a message the node never got (``MESSAGE_UNAVAILABLE``,
-``REPLY_MESSAGE_UNAVAILABLE``, ``NODE_UNAVAILABLE``): it was listed but is not there yet."""
 QUERY_ATTEMPTS = 3
 """Identify queries a node may miss so before it is keyed by its node id."""
 AT_ONCE = "at-once"
@@ -89,7 +86,7 @@ class NodeRegistry:
         self._warned_unidentified = False
         self._probed = False
         self._missed: dict[int, int] = {}
-        """Identify queries each node id missed so far (``UNAVAILABLE``)."""
+        """Identify queries each node id missed so far (``protocol.UNDELIVERED``)."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -263,7 +260,7 @@ class NodeRegistry:
     def _identity(self, node_id: int, reply: Message | None) -> tuple | None:
         """``(partition-id, num-examples)`` from ``reply``; None to ask again later (the node
         never got the query, and has missed fewer than ``QUERY_ATTEMPTS``)."""
-        if reply is not None and reply.has_error() and reply.error.code in UNAVAILABLE:
+        if reply is not None and reply.has_error() and reply.error.code in protocol.UNDELIVERED:
             self._missed[node_id] = self._missed.get(node_id, 0) + 1
             if self._missed[node_id] < QUERY_ATTEMPTS:
                 log(INFO, "node %d did not get the identify query (%s); it is asked again when "

@@ -22,9 +22,6 @@ from fl_async.aggregators import TOO_LARGE, ClientUpdate, Outcome
 from fl_async.aggregators.guard import clip
 from fl_async.strategies.tasks import Task
 
-# Flower's error codes (flwr.common.constant.ErrorCode) that name a fault more precisely than
-# "error": the SuperLink answers a message past its TTL with 3 and one to a lost node with 5.
-_ERROR_KINDS = {3: "timeout", 4: "timeout", 5: "lost"}
 _NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
 """Rejections caused by timing, not by what the node sent: they do not count against it."""
 
@@ -112,7 +109,7 @@ class ReplyHandling:
         if node is not None:
             self._registry.set_busy(node, False)
         if reply.has_error():
-            kind = _ERROR_KINDS.get(reply.error.code, "error")
+            kind = protocol.UNDELIVERED.get(reply.error.code, "error")
             self._failed(task, f"error reply {reply.error.code}: {reply.error.reason}", kind)
             return None
         try:
