@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from functools import partial
 from logging import INFO
@@ -14,6 +13,7 @@ from flwr.serverapp import Grid
 from fl_async import protocol
 from fl_async.strategies.checkpoint import CheckpointError, RunState, SavedNode, SavedTask
 from fl_async.strategies.tasks import Task
+from fl_async.validation import InvalidArgument, check_number
 
 
 class RunSnapshot:
@@ -110,15 +110,14 @@ class RunSnapshot:
             if name not in saved:
                 continue
             value, kind = saved[name], type(getattr(owner, name))
-            if (
-                type(value) not in (int, float)
-                or not math.isfinite(value)
-                or value <= 0
-                or kind(value) != value
-            ):
+            try:
+                number = check_number(name, value, minimum=0, min_open=True)
+            except InvalidArgument:
+                number = None
+            if number is None or kind(number) != number:
                 raise CheckpointError(f"the checkpoint's {name}={value!r} is not a finite "
                                       f"positive {kind.__name__}")  # fmt: skip
-            setattr(owner, name, kind(value))
+            setattr(owner, name, kind(number))
 
     def _restore_nodes(self) -> None:
         """Give each saved node that is connected now its saved task count and data size."""
