@@ -10,15 +10,19 @@ not there yet (its identify query comes back as Flower's "node unavailable") is 
 next listed, instead of being keyed by its node id for good.
 """
 
+from dataclasses import replace
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
 from flwr.app import ConfigRecord, Error, Message
 from strategy_loop import history, records
 
+from fl_async import statefile
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD
-from fl_async.strategies.checkpoint import Checkpointer, CheckpointError
+from fl_async.strategies.checkpoint import FILENAME, Checkpointer, CheckpointError, to_tree
 from fl_async.strategies.nodes import QUERY_ATTEMPTS
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
@@ -59,9 +63,10 @@ def _identity():
         yield
 
 
-def make(directory=None, *, clock=True, min_nodes=NUM_NODES):
+def make(directory=None, *, clock=True, min_nodes=NUM_NODES, eval_every=1):
     return ASGD(
-        clock=VirtualClock(seed=2) if clock else None, min_nodes=min_nodes, seed=4, eval_every=1,
+        clock=VirtualClock(seed=2) if clock else None, min_nodes=min_nodes, seed=4,
+        eval_every=eval_every,
         checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
         refresh_interval=0.0,
     )  # fmt: skip
@@ -184,3 +189,42 @@ def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp
         Checkpointer(tmp_path, None).save(state, state.aggregator["version"])
         with pytest.raises(CheckpointError, match=f"the checkpoint's lr={bad!r} is not a finite"):
             start(make(tmp_path), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)))
+
+
+def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(tmp_path):
+    """By default ``eval_every`` is the number of nodes at the start and ``patience``
+    max(10 x nodes, 100): resumed one node short, the run keeps the checkpoint's values. A
+    checkpoint written before they were kept resolves them again; a bad value is refused."""
+    with pytest.raises(Crash):
+        start(make(tmp_path, eval_every=None), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
+              crash_at(2 * NUM_NODES))  # fmt: skip
+    saved = Checkpointer(tmp_path, None).load()
+    assert saved.settings == {"eval_every": NUM_NODES, "patience": 100}
+    stable = saved.in_flight[0].stable_id
+    resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
+                    late_grid(stable, after=None), crash_at(-1))  # fmt: skip
+    assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES}
+    assert Checkpointer(tmp_path, None).load().settings == saved.settings
+    for bad in (0, "4", True, 2.5):
+        Checkpointer(tmp_path, None).save(_with_settings(saved, eval_every=bad), 6)
+        with pytest.raises(CheckpointError, match=f"the checkpoint's eval_every={bad!r} is not"):
+            start(make(tmp_path, eval_every=None), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)))
+    tree = to_tree(saved)
+    del tree["state"]["settings"]  # as written before the settings were kept
+    (tmp_path / FILENAME).write_bytes(statefile.dumps(tree))
+    resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
+                    late_grid(stable, after=None), crash_at(-1))  # fmt: skip
+    assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES - 1}
+
+
+def _spacing(result, since):
+    """The server steps between central evaluations from step ``since`` on (the final one,
+    made when the budget runs out, left out)."""
+    steps = sorted(s for s in result.evaluate_metrics_serverapp if s >= since)[:-1]
+    assert len(steps) >= 3, steps
+    return {b - a for a, b in pairwise(steps)}
+
+
+def _with_settings(state, **settings):
+    """A copy of checkpoint ``state`` with some of its ``settings`` replaced."""
+    return replace(state, settings={**state.settings, **settings})

@@ -23,7 +23,7 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,9 @@ class RunState:
     grid_metrics: dict[int, dict[str, Any]]
     guard: dict[str, Any] | None = None
     """The update guard's window of accepted norms (None: saved before the guard existed)."""
+    settings: dict[str, int] | None = None
+    """``eval_every`` and ``patience`` as the run resolved them at its start (None: saved
+    before they were kept; the resume resolves them again)."""
     schema: int = field(default=SCHEMA)
 
 
@@ -224,9 +227,11 @@ def _plain(item: SavedNode | SavedTask) -> dict[str, Any]:
 
 
 def _fields_of(kind: type, values: Any) -> dict[str, Any]:
-    """``values`` if it is a dict with exactly the fields of dataclass ``kind``."""
+    """``values`` if it is a dict with the fields of dataclass ``kind``: all of them but those
+    with a default, which a file written before they existed leaves out."""
     names = {f.name for f in fields(kind)}
-    if not isinstance(values, dict) or set(values) != names:
+    needed = {f.name for f in fields(kind) if f.default is MISSING}
+    if not isinstance(values, dict) or not needed <= set(values) <= names:
         got = sorted(map(str, values)) if isinstance(values, dict) else type(values).__name__
         raise statefile.StateFileError(
             f"its {kind.__name__} does not have the expected fields (got {got})"

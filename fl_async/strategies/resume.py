@@ -13,7 +13,7 @@ from flwr.serverapp import Grid
 from fl_async import protocol
 from fl_async.strategies.checkpoint import CheckpointError, RunState, SavedNode, SavedTask
 from fl_async.strategies.tasks import Task
-from fl_async.validation import InvalidArgument, check_number
+from fl_async.validation import InvalidArgument, check_int, check_number
 
 
 class RunSnapshot:
@@ -50,6 +50,7 @@ class RunSnapshot:
             evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
             grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
             guard=self.guard.state_dict(),
+            settings={"eval_every": self._eval_every, "patience": self._patience},
         )
 
     def _save_checkpoint(self) -> None:
@@ -69,6 +70,7 @@ class RunSnapshot:
         self._keys = state.keys
         self.aggregator.load_state_dict(state.aggregator)
         self._keep_auto(state.aggregator.get("hyperparameters", {}))
+        self._keep_settings(state.settings or {})
         self.policy.load_state_dict(state.policy)
         # Nodes admitted above that the checkpoint does not know (they joined after it, or are
         # new to the run) join the loaded policy; the others keep their saved clocks.
@@ -118,6 +120,20 @@ class RunSnapshot:
                 raise CheckpointError(f"the checkpoint's {name}={value!r} is not a finite "
                                       f"positive {kind.__name__}")  # fmt: skip
             setattr(owner, name, kind(number))
+
+    def _keep_settings(self, saved: dict) -> None:
+        """``eval_every`` and ``patience`` as the run resolved them at its start (their defaults
+        follow the number of nodes, which may be fewer at a resume); a saved value that is not
+        a positive int is refused."""
+        for name in ("eval_every", "patience"):
+            if name not in saved:
+                continue
+            try:
+                value = check_int(name, saved[name], minimum=1)
+            except InvalidArgument:
+                raise CheckpointError(f"the checkpoint's {name}={saved[name]!r} is not a "
+                                      "positive int") from None  # fmt: skip
+            setattr(self, f"_{name}", value)
 
     def _restore_nodes(self) -> None:
         """Give each saved node that is connected now its saved task count and data size."""
