@@ -193,7 +193,7 @@ def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp
 
 def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(tmp_path):
     """By default ``eval_every`` is the number of nodes at the start and ``patience``
-    max(10 x nodes, 100): resumed one node short, the run keeps the checkpoint's values. A
+    max(10 x nodes, 100): resumed before one node is back, the run keeps the checkpoint's values. A
     checkpoint written before they were kept resolves them again; a bad value is refused."""
     with pytest.raises(Crash):
         start(make(tmp_path, eval_every=None), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
@@ -202,7 +202,7 @@ def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(
     assert saved.settings == {"eval_every": NUM_NODES, "patience": 100}
     stable = saved.in_flight[0].stable_id
     resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
-                    late_grid(stable, after=None), crash_at(-1))  # fmt: skip
+                    late_grid(stable, after=6), crash_at(-1))  # fmt: skip
     assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES}
     assert Checkpointer(tmp_path, None).load().settings == saved.settings
     for bad in (0, "4", True, 2.5):
@@ -213,7 +213,7 @@ def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(
     del tree["state"]["settings"]  # as written before the settings were kept
     (tmp_path / FILENAME).write_bytes(statefile.dumps(tree))
     resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
-                    late_grid(stable, after=None), crash_at(-1))  # fmt: skip
+                    late_grid(stable, after=6), crash_at(-1))  # fmt: skip
     assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES - 1}
 
 
