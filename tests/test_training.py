@@ -67,7 +67,7 @@ def test_proximal_term_pulls_towards_the_start(mnist):
     def moved(mu):
         model = cnn()
         start = [p.detach().clone() for p in model.parameters()]
-        train(model, mnist.train, PART, steps=40, lr=0.05, proximal_mu=mu, seed=0)
+        train(model, mnist.train, PART, steps=20, lr=0.05, proximal_mu=mu, seed=0)
         return distance(model, start)
 
     free, pulled, held = moved(0.0), moved(2.0), moved(20.0)
