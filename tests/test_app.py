@@ -362,7 +362,9 @@ def test_checkpoints_let_a_rerun_resume(tmp_path):
     assert part["num-updates"] == 4 and (output / "checkpoint").is_dir()
     resumed, _ = run_in_memory(tmp_path, "resumed", **{"checkpoint-every": 2})
     full, _ = run_in_memory(tmp_path, "uninterrupted")
-    assert resumed["num-updates"] == 8
+    assert resumed["num-updates"] == 8 and resumed["stopped-by"] == "budget"
+    # Resumed, not restarted: the first part's records come back as they were (wall times too)
+    assert resumed["updates"][:4] == part["updates"]
     assert comparable(resumed) == comparable(full)
 
 
