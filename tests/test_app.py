@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, task_identity
-from flwr.app import ConfigRecord, Context, Message, RecordDict
+from fakegrid import task_identity
+from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.config import flatten_dict, get_project_config
+from memory_app import FAST, context, run_in_memory
 
 from fl_async import config as schema
 from fl_async.app import results, server_run
@@ -26,24 +27,12 @@ from fl_async.scheduling import SPEED_MODELS
 from fl_async.strategies import PRESETS, FedBuff
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = {"local-steps": 1, "batch-size": 16}  # one SGD step per task keeps the handlers quick
 
 
 @pytest.fixture(autouse=True)
 def _identity():
     with task_identity():
         yield
-
-
-def context(partition=0, num_partitions=4, run_config=None, node_config=None):
-    nodes = {"partition-id": partition, "num-partitions": num_partitions}
-    return Context(
-        run_id=1,
-        node_id=100 + partition,
-        node_config=node_config if node_config is not None else nodes,
-        state=RecordDict(),
-        run_config=dict(run_config or {}),
-    )
 
 
 def initial_record(run_config=None):
@@ -270,27 +259,6 @@ def test_a_node_without_partition_or_data_dir_is_told_what_to_set():
 
 
 # ------------------------------------------------------------------------------ the ServerApp
-def run_in_memory(tmp_path, name, num_nodes=4, **overrides):
-    """The ServerApp's ``run`` over ``num_nodes`` in-process nodes calling the real handlers."""
-    run_config = {
-        "num-nodes": num_nodes,
-        "max-updates": 8,
-        "eval-every": 4,
-        "output-dir": str(tmp_path / name),
-        **FAST,
-        **overrides,
-    }
-    node_ids = [9000 + 31 * k for k in range(num_nodes)]
-
-    def node(k):
-        ctx = context(partition=k, num_partitions=num_nodes, run_config=run_config)
-        return lambda message: client_app(message, ctx)
-
-    grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
-    output = server_run.run(grid, parse_run_config(run_config))
-    return json.loads((output / results.HISTORY).read_text()), output
-
-
 def comparable(history):
     drop = {"wall-time", "node-id"}
     return {

@@ -1,0 +1,51 @@
+"""The app's ServerApp ``run`` over in-process nodes that call the real ClientApp: what the main
+command runs, without its processes (launcher, SuperLink, Ray)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fakegrid import FakeGrid
+from flwr.app import Context, RecordDict
+
+from fl_async.app import results, server_run
+from fl_async.app.client_app import app as client_app
+from fl_async.app.config import parse_run_config
+
+FAST = {"local-steps": 1, "batch-size": 16}  # one SGD step per task keeps the handlers quick
+
+
+def context(partition=0, num_partitions=4, run_config=None, node_config=None) -> Context:
+    """A node's Flower ``Context``: its partition, and the run's config."""
+    nodes = {"partition-id": partition, "num-partitions": num_partitions}
+    return Context(
+        run_id=1,
+        node_id=100 + partition,
+        node_config=node_config if node_config is not None else nodes,
+        state=RecordDict(),
+        run_config=dict(run_config or {}),
+    )
+
+
+def run_in_memory(tmp_path: Path, name: str, num_nodes: int = 4, **overrides: Any):
+    """The ServerApp's ``run`` over ``num_nodes`` in-process nodes calling the real handlers;
+    its history and output folder (run inside ``fakegrid.task_identity()``)."""
+    run_config = {
+        "num-nodes": num_nodes,
+        "max-updates": 8,
+        "eval-every": 4,
+        "output-dir": str(tmp_path / name),
+        **FAST,
+        **overrides,
+    }
+    node_ids = [9000 + 31 * k for k in range(num_nodes)]
+
+    def node(k):
+        ctx = context(partition=k, num_partitions=num_nodes, run_config=run_config)
+        return lambda message: client_app(message, ctx)
+
+    grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
+    output = server_run.run(grid, parse_run_config(run_config))
+    return json.loads((output / results.HISTORY).read_text()), output
