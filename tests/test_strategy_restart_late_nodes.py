@@ -193,8 +193,9 @@ def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp
 
 def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(tmp_path):
     """By default ``eval_every`` is the number of nodes at the start and ``patience``
-    max(10 x nodes, 100): resumed before one node is back, the run keeps the checkpoint's values. A
-    checkpoint written before they were kept resolves them again; a bad value is refused."""
+    max(10 x nodes, 100): resumed before one node is back, the run keeps the checkpoint's
+    values, and a value given to the resumed run is its own. A checkpoint written before they
+    were kept resolves them again; a bad value is refused."""
     with pytest.raises(Crash):
         start(make(tmp_path, eval_every=None), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
               crash_at(2 * NUM_NODES))  # fmt: skip
@@ -205,6 +206,10 @@ def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(
                     late_grid(stable, after=6), crash_at(-1))  # fmt: skip
     assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES}
     assert Checkpointer(tmp_path, None).load().settings == saved.settings
+    Checkpointer(tmp_path, None).save(saved, 6)
+    given = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=2),
+                  late_grid(stable, after=6), crash_at(-1))  # fmt: skip
+    assert _spacing(given, saved.last_eval_step + 1) == {2}
     for bad in (0, "4", True, 2.5):
         Checkpointer(tmp_path, None).save(_with_settings(saved, eval_every=bad), 6)
         with pytest.raises(CheckpointError, match=f"the checkpoint's eval_every={bad!r} is not"):

@@ -122,12 +122,12 @@ class RunSnapshot:
             setattr(owner, name, kind(number))
 
     def _keep_settings(self, saved: dict) -> None:
-        """``eval_every`` and ``patience`` as the run resolved them at its start (their defaults
-        follow the number of nodes, which may be fewer at a resume); a saved value that is not
-        a positive int is refused."""
+        """``eval_every`` and ``patience``, where left to their defaults, as the run resolved
+        them at its start (the defaults follow the number of nodes, which may be fewer at a
+        resume); a saved value that is not a positive int is refused."""
         for name in ("eval_every", "patience"):
-            if name not in saved:
-                continue
+            if name not in saved or getattr(self, name) is not None:
+                continue  # a value given to this run is this run's
             try:
                 value = check_int(name, saved[name], minimum=1)
             except InvalidArgument:
