@@ -45,8 +45,9 @@ TWO_AT_A_TIME = 1.2
 """Work done two runs at a time against one at a time on this 2-core machine (a fifth more)."""
 ASYNC = ("asgd", "gsgm", "trendsmooth", "fedasync", "fedbuff", "dcasgd", "odsgd", "asp")
 ASYNC += ("mifa", "ca2fl", "fadas")
-DEFAULTS = ("dcasgd", "fadas", "fedasync", "fedbuff")
-"""The presets claims-a-dir also runs at their defaults (``<preset>-default``)."""
+DEFAULTS = "defaults"
+"""A suite's flag: it also runs, at its default (``<preset>-default``), each preset whose point
+the sweep chose off its default (``tuned.json``)."""
 
 # Each suite: its inputs' source, split and factor, its R, and its runs (name -> input run name,
 # where "tuned:P" is preset P's point chosen by the sweep and "default:P" P's default point).
@@ -56,8 +57,7 @@ _SWEEP_RUNS = {
 }
 SUITES: dict[str, dict[str, Any]] = {
     "claims-a-dir": {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
-                     "runs": {**_SWEEP_RUNS,
-                              **{f"{p}-default": f"default:{p}" for p in DEFAULTS}}},
+                     "runs": _SWEEP_RUNS, DEFAULTS: True},
     "claims-a-ls": {"source": "sweep", "split": "label-skew", "rounds": 50, "factor": 1.5,
                     "runs": _SWEEP_RUNS},
     "claims-s30": {"source": "s30", "split": "natural", "rounds": 40, "factor": 1.0,
@@ -97,9 +97,17 @@ def input_name(wanted: str, tuned: Mapping[str, Any]) -> str:
     return preset if kind == "default" else wanted
 
 
+def off_default(tuned: Mapping[str, Any]) -> list[str]:
+    """The presets whose point the sweep chose off their default (a variant's name)."""
+    return sorted(p for p, point in tuned["chosen"].items() if point["name"] != p)
+
+
 def suite_estimate(plan: Mapping[str, Any], records: Records, tuned: Mapping) -> dict[str, Any]:
     """One suite's inputs (wall s by run and seed), wall s per seed, hours and longest run."""
-    names = {run: input_name(wanted, tuned) for run, wanted in plan["runs"].items()}
+    runs = dict(plan["runs"])
+    if plan.get(DEFAULTS):
+        runs.update({f"{p}-default": f"default:{p}" for p in off_default(tuned)})
+    names = {run: input_name(wanted, tuned) for run, wanted in runs.items()}
     missing = sorted({n for n in names.values() if n not in records})
     if missing:
         raise SystemExit(f"{plan['source']}/{plan['split']}: no input runs {', '.join(missing)}")

@@ -58,3 +58,14 @@ def test_a_run_longer_than_a_session_is_named() -> None:
              "longest": {"run": "asgd", "seed": 0, "hours": 3.0}}  # fmt: skip
     row = compute_table._row("claims-b", suite)
     assert row.endswith("asgd seed 0: 3.00 (longer than a session) |")
+
+
+def test_a_suite_with_defaults_also_runs_each_preset_chosen_off_its_default_at_it() -> None:
+    plan = {**PLAN, "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd"},
+            claims_compute.DEFAULTS: True}  # fmt: skip
+    records = {"ssgd": {0: _record(20.0)}, "asgd-lr0.2": {0: _record(100.0)},
+               "asgd": {0: _record(50.0)}}  # fmt: skip
+    found = claims_compute.suite_estimate(plan, records, TUNED)
+    # ssgd's point is its default: no ssgd-default
+    assert found["runs"] == {"ssgd": "ssgd", "asgd": "asgd-lr0.2", "asgd-default": "asgd"}
+    assert found["wall-per-seed"] == 170.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +31,23 @@ def test_every_preset_runs_at_the_point_the_sweep_chose() -> None:
     assert set(chosen) == set(
         re.search(r"^ALL=(.*)$", SCRIPT.read_text(), re.M).group(1).split(",")
     )
+
+
+def test_each_preset_chosen_off_its_default_also_runs_at_its_default() -> None:
+    """The ``-default`` variants are exactly the presets the sweep chose off their default, each
+    at its default point's settings (as the sweep ran it)."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    named = re.search(r"\((benchmarks/results/suites/[\w.-]+/tuned\.json)\)", text)
+    tuned = json.loads((ROOT / named.group(1)).read_text(encoding="utf-8"))
+    variants = re.findall(r'--variant "(\w+)-default=(\w+) ([\w.]+)=([^"]+)"', text)
+    given = {preset: {key: tomllib.loads(f"v = {value}")["v"]}
+             for name, preset, key, value in variants if name == preset}  # fmt: skip
+    assert len(given) == len(variants)
+    off = {p for p, point in tuned["chosen"].items() if point["name"] != p}
+    assert set(given) == off
+    for preset in off:
+        (default,) = [pt for pt in tuned["points"][preset] if pt["name"] == preset]
+        assert given[preset] == default["run-config"], preset
 
 
 def test_an_unknown_suite_is_refused_before_anything_runs(tmp_path: Path) -> None:
