@@ -1,7 +1,7 @@
 """A bench run killed outright (SIGKILL of its whole process group, as the end of a session kills
 it) with ``checkpoint-every`` set resumes from its last checkpoint when the same command runs
 again, and writes the history an uninterrupted run writes (the claims study relies on it); its
-Ray head, in a session of its own, stops with it."""
+Ray head and its SuperLink, each in a session of its own, stop with it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fl_async.app import local_ray
+from fl_async.app.outcome import SUPERLINK_LOG
 from fl_async.cli import main
 from fl_async.strategies.checkpoint import FILENAME
 
@@ -45,11 +46,8 @@ def _comparable(history: dict) -> dict:
     return fixed | {key: history[key] for key in (*totals, "stopped-by")}
 
 
-def _ray_processes(ray_log: Path) -> list[int]:
-    """The processes of the head ``ray_log`` (a run's ``ray.log``) names: their command lines
-    name its directory."""
-    names = set(re.findall(r"fl-async-ray-\w+", ray_log.read_text(errors="replace")))
-    assert names, f"{ray_log} names no Ray directory"
+def _naming(names: set[str]) -> list[int]:
+    """The processes whose command line holds one of ``names``."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -61,9 +59,21 @@ def _ray_processes(ray_log: Path) -> list[int]:
     return found
 
 
+def _run_processes(run: Path) -> list[int]:
+    """The processes of the run's Ray head (their command lines name its directory, which its
+    ``ray.log`` names), its SuperLink (with its supervisor: they name its ``superlink.log``) and
+    the SuperExec under it (which names the SuperLink's pid)."""
+    ray_log = run / local_ray.LOG
+    names = set(re.findall(r"fl-async-ray-\w+", ray_log.read_text(errors="replace")))
+    assert names, f"{ray_log} names no Ray directory"
+    links = _naming({str(run / SUPERLINK_LOG)})
+    return sorted(set(_naming(names | {f"--parent-pid\0{pid}\0" for pid in links}) + links))
+
+
 def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
     """``fl-async argv`` in a new session, SIGKILLed whole once ``run`` has a checkpoint; then
-    the run's Ray head, in a session of its own, must stop by itself (it dies with its launcher)."""
+    the run's Ray head and SuperLink, each in a session of its own, must stop by themselves
+    (they die with their launcher)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "fl_async.cli", *argv], cwd=ROOT, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -74,12 +84,12 @@ def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     deadline = time.monotonic() + 60
-    while (left := _ray_processes(run / local_ray.LOG)) and time.monotonic() < deadline:
+    while (left := _run_processes(run)) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid in left:  # so that a failure leaves nothing behind
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    assert not left, f"Ray's processes {left} outlived the killed launcher"
+    assert not left, f"the run's processes {left} outlived the killed launcher"
 
 
 @pytest.mark.slow(seconds=120)

@@ -175,9 +175,9 @@ def _program(pid: int) -> str:
 
 
 LAUNCHER = """import subprocess, sys, time
-from fl_async.app import local_ray
+from fl_async.app import supervisor
 child = [sys.executable, "-c", *sys.argv[1:3]]
-child = local_ray._dying_with_this_process(child, float(sys.argv[3]))
+child = supervisor.dying_with_this_process(child, float(sys.argv[3]))
 print(subprocess.Popen(child, start_new_session=True).pid, flush=True)
 time.sleep(60)"""
 CHILD = """import signal, sys, time

@@ -12,11 +12,10 @@ the run ends, and its directory (Ray's session logs) is removed unless the run f
 that exits, or does not answer within ``START_TIMEOUT`` seconds, fails the run
 (``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it for minutes.
 On Linux the head also dies with the launcher when nothing could stop it (the launcher killed
-with SIGKILL): ``ray start --block`` runs under a small supervisor (``SUPERVISOR``) that the
-kernel sends SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``). It passes one SIGTERM on,
-on which ``ray start`` stops Ray's services, and kills its whole process group (every Ray
-process) ``HEAD_GRACE`` seconds later: Ray's SIGTERM handler is not reentrant, and a second
-SIGTERM while it runs left it waiting on its own lock, with Ray's services alive, for good.
+with SIGKILL): ``ray start --block`` runs under the supervisor of ``fl_async.app.supervisor``,
+which the kernel sends SIGTERM when the launcher dies. It passes one SIGTERM on, on which ``ray
+start`` stops Ray's services, and kills its whole process group (every Ray process)
+``HEAD_GRACE`` seconds later.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fl_async.app import cluster, ports, superlink
+from fl_async.app import cluster, ports, superlink, supervisor
 
 START_TIMEOUT = 120.0
 """Seconds the head gets to answer before the run is stopped."""
@@ -45,26 +44,6 @@ LOG = "ray.log"
 HEAD_GRACE = 10.0
 """Seconds ``ray start`` gets to stop Ray's services after its SIGTERM, before the supervisor
 kills them all."""
-SUPERVISOR = """\
-import ctypes, os, signal, subprocess, sys, time
-asked = []
-signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(time.monotonic()))
-ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-if os.getppid() != int(sys.argv[1]) or asked:  # the launcher died, or stops the head, already
-    sys.exit(1)
-head = subprocess.Popen(sys.argv[3:])
-while head.poll() is None and not asked:
-    time.sleep(0.1)
-if asked:
-    head.send_signal(signal.SIGTERM)  # once, however many came: Ray's handler is not reentrant
-    while head.poll() is None and time.monotonic() < asked[0] + float(sys.argv[2]):
-        time.sleep(0.1)
-    os.killpg(0, signal.SIGKILL)  # what Ray left in this group, and this process with it
-sys.exit(head.returncode if head.returncode >= 0 else 128 - head.returncode)
-"""
-"""Run ``argv[3:]`` and stop it (SIGTERM once, then SIGKILL to this process group ``argv[2]``
-seconds later) when this process gets SIGTERM, as it does when the process ``argv[1]`` (its
-parent) dies."""
 
 
 class RayHead:
@@ -91,7 +70,9 @@ class RayHead:
         """Set once the head's GCS answers."""
         with log_file.open("w") as log:
             self.process = subprocess.Popen(
-                _dying_with_this_process(_command(port, actors, self.temp_dir)),
+                supervisor.dying_with_this_process(
+                    _command(port, actors, self.temp_dir), HEAD_GRACE
+                ),
                 env={**env, **LEAN},
                 cwd=cwd,
                 stdout=log,
@@ -136,16 +117,6 @@ class RayHead:
 
 
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
-
-
-def _dying_with_this_process(command: list[str], grace: float = HEAD_GRACE) -> list[str]:
-    """``command`` (an absolute executable first) run by ``SUPERVISOR`` for this process, with
-    ``grace`` seconds to stop, on Linux; elsewhere as it is. Popen must run it from a thread
-    that lives as long as this process (the main thread): the kernel's signal follows the thread
-    that started it."""
-    if not sys.platform.startswith("linux"):
-        return command
-    return [sys.executable, "-c", SUPERVISOR, str(os.getpid()), str(grace), *command]
 
 
 def _command(port: int, actors: int, temp_dir: str) -> list[str]:

@@ -3,12 +3,15 @@ under it.
 
 A SuperLink someone else left running is never reused, and after a run (finished, failed or
 interrupted) nothing it started is left behind: the SuperExec, the ServerApp, the simulation
-and Ray are found below the SuperLink's process and stopped by their process ids.
+and Ray are found below the SuperLink's process and stopped by their process ids. On Linux the
+SuperLink also stops when the launcher is killed outright (SIGKILL), through the supervisor of
+``fl_async.app.supervisor``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +21,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from fl_async.app import ports
+from fl_async.app import ports, supervisor
 
 QUIET_ENVIRONMENT: dict[str, str] = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -64,7 +67,7 @@ def start_superlink(env: dict[str, str], *, cwd: Path, log_file: Path) -> subpro
     """
     http_port = env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]
     command = [
-        "flower-superlink",
+        shutil.which("flower-superlink", path=env.get("PATH")) or "flower-superlink",
         "--insecure",
         "--simulation",
         "--isolation",
@@ -79,7 +82,9 @@ def start_superlink(env: dict[str, str], *, cwd: Path, log_file: Path) -> subpro
         str(log_file),
     ]
     process = subprocess.Popen(
-        command,
+        # Stopped with the launcher even when it is killed outright (SIGKILL): the supervisor
+        # passes SIGTERM on and kills what is left STOP_GRACE seconds later.
+        supervisor.dying_with_this_process(command, STOP_GRACE),
         env=env,
         cwd=cwd,
         stdout=subprocess.DEVNULL,
@@ -105,12 +110,16 @@ def stop(process: subprocess.Popen, *, grace: float | None = None, term_all: boo
     """Stop the SuperLink and every process under it (SuperExec, ServerApp, simulation, Ray).
 
     SIGTERM to all of them (to ``process`` alone unless ``term_all``: it stops what is under
-    it), SIGKILL to any still there after ``grace`` seconds (default ``STOP_GRACE``). The
-    SuperExec starts its own session, and after an interrupted run the simulation and Ray would
-    outlive the SuperLink: the tree is read before anything is signalled.
+    it; never to a supervisor when ``term_all``: its command gets one SIGTERM, not two), SIGKILL
+    to any still there after ``grace`` seconds (default ``STOP_GRACE``). The SuperExec starts
+    its own session, and after an interrupted run the simulation and Ray would outlive the
+    SuperLink: the tree is read before anything is signalled.
     """
     tree = [process.pid, *descendants(process.pid)]
-    _signal(tree if term_all else [process.pid], signal.SIGTERM)
+    if not term_all:
+        _signal([process.pid], signal.SIGTERM)
+    else:
+        _signal(tree[1:] if supervisor.is_supervised(process) else tree, signal.SIGTERM)
     deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
     while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
         process.poll()  # reap the SuperLink, our child, so that it does not count as alive
