@@ -37,6 +37,7 @@ METRICS_KEY = "metrics"
 PSEUDO_GRADIENT_KEY = "pseudo-gradient"
 IDENTIFY = {"fl-async": "identify"}
 MAX_NUM_EXAMPLES = 2**53
+"""The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
 UNDELIVERED = {
     ErrorCode.MESSAGE_UNAVAILABLE: "timeout",
     ErrorCode.REPLY_MESSAGE_UNAVAILABLE: "timeout",
@@ -44,7 +45,6 @@ UNDELIVERED = {
 }
 """Flower's error codes for a reply the SuperLink wrote itself, the node never having answered
 (past the TTL: ``timeout``; a node whose heartbeat stopped: ``lost``), and the fault each names."""
-"""The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
 _NUMERIC = frozenset("biuf")
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
 
