@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/claims_compute.py --sweep RECORDS --s30 FOLDER --s100 FOLDER [--label ..]
 
-Each suite of the protocol (``SUITES``) is estimated from runs at 10 SSGD rounds made before it:
+Each suite of the protocol (``SUITES``, in its order; those it cut, ``CUT``, are estimated too and
+marked) is estimated from runs at 10 SSGD rounds made before it:
 every run of the suite stands for one input run of the same split and seed (its ``runs``), whose
 wall time scales by R / 10 (R: the suite's SSGD rounds), times ``SEEDS`` evaluation seeds, times
 the suite's factor (1.5 where the inputs are development seeds of scenario (a): evaluation seeds
@@ -58,19 +59,21 @@ _SWEEP_RUNS = {
 SUITES: dict[str, dict[str, Any]] = {
     "claims-a-dir": {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
                      "runs": _SWEEP_RUNS, DEFAULTS: True},
-    "claims-a-ls": {"source": "sweep", "split": "label-skew", "rounds": 50, "factor": 1.5,
-                    "runs": _SWEEP_RUNS},
-    "claims-s30": {"source": "s30", "split": "natural", "rounds": 40, "factor": 1.0,
-                   "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
     **{f"claims-alpha{a}": {"source": f"gsgm-eval-alpha{a}", "split": "dirichlet", "rounds": 30,
                             "factor": 1.0, "runs": {p: p for p in ("ssgd", "asgd", "gsgm")}}
        for a in ("0.05", "0.5", "1.0")},
+    "claims-s30": {"source": "s30", "split": "natural", "rounds": 40, "factor": 1.0,
+                   "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
+    "claims-a-ls": {"source": "sweep", "split": "label-skew", "rounds": 50, "factor": 1.5,
+                    "runs": _SWEEP_RUNS},
     "claims-b": {"source": "gsgm-eval-b", "split": "dirichlet", "rounds": 30, "factor": 1.0,
                  "runs": {p: p for p in ("ssgd", "gsgm", "asgd")}},
     "claims-s100": {"source": "s100", "split": "natural", "rounds": 50, "factor": 1.0,
                     "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff", "fedasync",
                                                                     "fadas")}}},
 }  # fmt: skip
+CUT = ("claims-a-ls", "claims-b", "claims-s100")
+"""The suites the amended protocol cut before any run (estimated, not run)."""
 
 
 def read_records(folder: Path) -> dict[str, Records]:
@@ -157,7 +160,8 @@ def main() -> None:
             loaded[source] = read_records(folder)
         split = loaded[source].get(plan["split"], {})
         estimate = suite_estimate(plan, split, tuned)
-        result["suites"].append({"name": name, "folder": _shown(folder), **estimate})
+        shown = {"name": name, "folder": _shown(folder), "cut": name in CUT}
+        result["suites"].append({**shown, **estimate})
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     write(result, args.out / f"claims-compute-{stamp}-{result['commit']}.json")
 

@@ -69,3 +69,23 @@ def test_a_suite_with_defaults_also_runs_each_preset_chosen_off_its_default_at_i
     # ssgd's point is its default: no ssgd-default
     assert found["runs"] == {"ssgd": "ssgd", "asgd": "asgd-lr0.2", "asgd-default": "asgd"}
     assert found["wall-per-seed"] == 170.0
+
+
+def test_a_cut_suite_is_marked_and_counted_apart() -> None:
+    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
+             "wall-per-seed": 100.0, "rounds": 30, "factor": 1.0, "hours": 12.0,
+             "longest": {"run": "ssgd", "seed": 0, "hours": 0.5}}  # fmt: skip
+    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
+              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
+              "suites": [{"name": "claims-a-dir", **suite},
+                         {"name": "claims-b", **suite, "hours": 6.0, "cut": True}]}  # fmt: skip
+    text = compute_table.table(result)
+    assert "| claims-b (cut) | 1 |" in text and "| claims-a-dir | 1 |" in text
+    assert "| all run | | | | | | 12.0 | |" in text
+    assert "| with the cut suites | | | | | | 18.0 | |" in text
+    assert text.endswith("two at a time (1.2 times the work an hour): 10 hours. "
+                         "With the cut suites: 18 and 15 hours.")  # fmt: skip
+    assert claims_compute.CUT == ("claims-a-ls", "claims-b", "claims-s100")
+    assert list(claims_compute.SUITES)[:5] == [
+        "claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0", "claims-s30"
+    ]  # fmt: skip
