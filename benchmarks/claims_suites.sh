@@ -8,11 +8,12 @@
 #   bash benchmarks/claims_suites.sh --export SUITES_DIR RECORDS_DIR
 #
 # SUITES_DIR: a folder outside the worktree, where each suite folder is made. SUITE: run only
-# these (claims-a-dir, claims-a-ls, claims-s30, claims-alpha0.05, claims-alpha0.5,
-# claims-alpha1.0, claims-b, claims-s100); default: all, in this order. Stopped at any point, the
-# same command starts only the runs each suite lacks, and a run cut off resumes from its last
-# checkpoint (every CHECKPOINT server steps; a run cut before its first starts again), to the
-# history it would have written uninterrupted. No run has a wall-time limit.
+# these (claims-a-dir, claims-alpha0.05, claims-alpha0.5, claims-alpha1.0, claims-s30, and the
+# suites the amended protocol cut: claims-a-ls, claims-b, claims-s100); default: the protocol's
+# five, in this order. Stopped at any point, the same command starts only the runs each suite
+# lacks, and a run cut off resumes from its last checkpoint (every CHECKPOINT server steps; a run
+# cut before its first starts again), to the history it would have written uninterrupted. No run
+# has a wall-time limit.
 #
 # A machine whose disk does not outlive the session keeps only what was committed. RECORDS_DIR
 # (the main checkout's benchmarks/results/suites) holds the suites' records folders: a run that
@@ -31,7 +32,7 @@ SUITES=${1:?$USAGE}
 shift
 RECORDS=${RECORDS:-}
 PYTHON=${PYTHON:-.venv/bin/python}
-BENCH=("$PYTHON" -m fl_async.cli bench --seeds 30,31,32,33,34,35,36,37,38,39 --jobs 2)
+BENCH=("$PYTHON" -m fl_async.cli bench --seeds 40,41,42,43,44,45,46,47,48,49 --jobs 2)
 
 # Budgets: SSGD rounds chosen by the budget rule on development seeds 0-2 (RESULTS.md).
 R_A_DIR=30
@@ -49,18 +50,19 @@ CHECKPOINT="checkpoint-every=200"
 # guard on honest runs"). The sweep that chose TUNED ran with it off too.
 GUARD="guard.factor=0"
 
-# Every preset at the point the sweep chose (benchmarks/results/suites/presets-a-sweep/tuned.json):
-# the defaults, but these four.
-TUNED="dcasgd.lr=0.2 fadas.lr=0.002 fedasync.alpha=0.3 fedbuff.lr=2.0"
+# Every preset at the point the guard-off sweep chose
+# (benchmarks/results/suites/presets-a-sweep-guard-off/tuned.json): the defaults, but these five.
+TUNED="asgd.lr=0.2 dcasgd.lr=0.2 fadas.lr=0.002 fedbuff.lr=2.0 trendsmooth.lr=0.2"
 ALL=ssgd,asgd,gsgm,trendsmooth,fedasync,fedbuff,dcasgd,odsgd,asp,mifa,ca2fl,fadas
 SSP=(--variant "ssp=asgd asgd.slack=2")
 # Every suite's run config: the tuned settings, checkpoints, the guard off.
 CONFIG="$TUNED $CHECKPOINT $GUARD"
 DEFAULTS=(
+  --variant "asgd-default=asgd asgd.lr='auto'"
   --variant "dcasgd-default=dcasgd dcasgd.lr='auto'"
   --variant "fadas-default=fadas fadas.lr=0.001"
-  --variant "fedasync-default=fedasync fedasync.alpha=0.6"
   --variant "fedbuff-default=fedbuff fedbuff.lr=1.0"
+  --variant "trendsmooth-default=trendsmooth trendsmooth.lr='auto'"
 )
 
 run_suite() {
@@ -106,8 +108,9 @@ export_suite() {
   "$PYTHON" -m fl_async.cli bench --out "$SUITES/$name" --export "$records/$name" "${how[@]}"
 }
 
-ORDER=(claims-a-dir claims-a-ls claims-s30 claims-alpha0.05 claims-alpha0.5 claims-alpha1.0
-  claims-b claims-s100)
+# The protocol's suites in its order, then those it cut (run only when named).
+PROTOCOL=(claims-a-dir claims-alpha0.05 claims-alpha0.5 claims-alpha1.0 claims-s30)
+ORDER=("${PROTOCOL[@]}" claims-a-ls claims-b claims-s100)
 if [[ $EXPORT == yes ]]; then
   records=${1:?$USAGE}
   for name in "${ORDER[@]}"; do
@@ -115,13 +118,13 @@ if [[ $EXPORT == yes ]]; then
   done
   exit 0
 fi
-for name in "${@:-${ORDER[@]}}"; do # every name checked before any suite starts
+for name in "${@:-${PROTOCOL[@]}}"; do # every name checked before any suite starts
   if [[ ! " ${ORDER[*]} " == *" $name "* ]]; then
     echo "claims_suites.sh: no suite $name; allowed: ${ORDER[*]}" >&2
     exit 2
   fi
 done
-for name in "${@:-${ORDER[@]}}"; do
+for name in "${@:-${PROTOCOL[@]}}"; do
   run_suite "$name"
 done
 echo "== done $(date -u +%FT%TZ)"

@@ -56,7 +56,7 @@ def test_an_unknown_suite_is_refused_before_anything_runs(tmp_path: Path) -> Non
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "no suite claims-nope; allowed: claims-a-dir claims-a-ls" in done.stderr
+    assert "no suite claims-nope; allowed: claims-a-dir claims-alpha0.05" in done.stderr
     assert not (tmp_path / "suites").exists()  # not even the first suite started
 
 
@@ -69,6 +69,32 @@ def test_every_suite_checkpoints_its_runs_and_turns_the_guard_off() -> None:
     assert re.search(r'^CONFIG="\$TUNED \$CHECKPOINT \$GUARD"$', text, re.MULTILINE)
     configs = re.findall(r'--run-config "([^"]*)"', text)
     assert len(configs) == 6 and all(c.startswith("$CONFIG") for c in configs)
+
+
+def test_by_default_the_protocols_five_suites_run_in_its_order(tmp_path: Path) -> None:
+    fake, log = _fake_python(tmp_path)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "suites")], cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outs = [re.search(r"--out \S+/(claims-[\w.-]+)", call).group(1)
+            for call in log.read_text().splitlines()]  # fmt: skip
+    assert outs == ["claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0",
+                    "claims-s30"]  # fmt: skip
+
+
+def test_no_committed_run_outside_the_study_used_its_evaluation_seeds() -> None:
+    """The evaluation seeds are new: no records folder but the study's own holds a run on one."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    seeds = {int(s) for s in re.search(r"--seeds ([\d,]+)", text).group(1).split(",")}
+    used = set()
+    for path in (ROOT / "benchmarks" / "results" / "suites").glob("*/*/*.json"):
+        found = re.search(r"-seed(\d+)\.json$", path.name)
+        if found and not path.parts[-3].startswith("claims-"):
+            used.add(int(found.group(1)))
+    assert len(seeds) == 10 and used and not seeds & used, sorted(seeds & used)
 
 
 def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
