@@ -3,11 +3,14 @@ it does not know."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "claims_suites.sh"
@@ -83,6 +86,31 @@ def test_by_default_the_protocols_five_suites_run_in_its_order(tmp_path: Path) -
             for call in log.read_text().splitlines()]  # fmt: skip
     assert outs == ["claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0",
                     "claims-s30"]  # fmt: skip
+
+
+def test_the_script_runs_the_suites_and_budgets_the_compute_estimate_planned(
+    tmp_path: Path,
+) -> None:
+    """claims_compute.py's SUITES less CUT run by default, in its order; every suite, cut or not,
+    at the SSGD rounds its estimate assumed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(ROOT / "benchmarks"))
+        planned = importlib.import_module("claims_compute")
+    fake, log = _fake_python(tmp_path)
+    for names in ([], planned.CUT):
+        done = subprocess.run(
+            ["bash", str(SCRIPT), str(tmp_path / "suites"), *names], cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    calls = [re.search(r"--rounds (\d+) .*--out \S+/(claims-[\w.-]+)", call).groups()
+             for call in log.read_text().splitlines()]  # fmt: skip
+    run = [name for name in planned.SUITES if name not in planned.CUT]
+    assert [name for _, name in calls] == [*run, *planned.CUT]
+    assert {name: int(rounds) for rounds, name in calls} == {
+        name: plan["rounds"] for name, plan in planned.SUITES.items()
+    }
 
 
 def test_no_committed_run_outside_the_study_used_its_evaluation_seeds() -> None:

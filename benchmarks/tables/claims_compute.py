@@ -43,13 +43,11 @@ def table(result: dict) -> str:
         *(_row(suite["name"], suite) for suite in suites),
         f"| all run | | | | | | {run:.1f} | |",
     ]
+    summary = (
+        f"The suites run: {run:.0f} hours one run at a time; two at a time ({pace:g} times the "
+        f"work an hour): {run / pace:.0f} hours."
+    )
     if total > run:
         lines.append(f"| with the cut suites | | | | | | {total:.1f} | |")
-    lines += [
-        "",
-        f"The suites run: {run:.0f} hours one run at a time; two at a time ({pace:g} times the "
-        f"work an hour): {run / pace:.0f} hours.",
-    ]
-    if total > run:
-        lines[-1] += f" With the cut suites: {total:.0f} and {total / pace:.0f} hours."
-    return "\n".join(lines)
+        summary += f" With the cut suites: {total:.0f} and {total / pace:.0f} hours."
+    return "\n".join([*lines, "", summary])
