@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/claims_compute.py --sweep RECORDS --s30 FOLDER --s100 FOLDER [--label ..]
+    python benchmarks/claims_compute.py --sweep RECORDS --s30 FOLDER --s100 FOLDER
+        [--pace RESULT ...] [--label ..]
 
 Each suite of the protocol (``SUITES``, in its order; those it cut, ``CUT``, are estimated too and
 marked) is estimated from runs at 10 SSGD rounds made before it:
@@ -14,7 +15,9 @@ to its budget (its wall time times budget over the virtual time it reached). Inp
 records (``--sweep``, its ``tuned.json`` naming each preset's chosen point), the GSGM study's
 records (scenario (b) and the alpha splits; evaluation seeds, made before the update guard) and
 Synthetic runs at 30 and 100 nodes (``--s30``, ``--s100``: suite or records folders). The launcher's
-start (10 to 20 s a run) is not counted. The result, with every input run's wall time, goes to
+start (10 to 20 s a run) is not counted. Two runs at a time do ``TWO_AT_A_TIME`` times the work
+an hour, or, for a suite of a scenario that a ``--pace`` result (``runs_at_a_time.py``) measured,
+what that result measured. The result, with every input run's wall time, goes to
 ``benchmarks/results/measured/claims-compute-<time>-<commit>.json``; its table is generated into
 RESULTS.md by ``benchmarks/measured_tables.py``.
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from measured import header, write
+from tables.runs_at_a_time import pace
 
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.grid import DEFAULT_GRID
@@ -43,34 +47,38 @@ SEEDS = 10
 INPUT_ROUNDS = 10
 """SSGD rounds of every input run's budget."""
 TWO_AT_A_TIME = 1.2
-"""Work done two runs at a time against one at a time on this 2-core machine (a fifth more)."""
+"""Work done two runs at a time against one at a time, where no ``--pace`` result measured it
+(the first protocol's single measurement on this 2-core machine)."""
 ASYNC = ("asgd", "gsgm", "trendsmooth", "fedasync", "fedbuff", "dcasgd", "odsgd", "asp")
 ASYNC += ("mifa", "ca2fl", "fadas")
 DEFAULTS = "defaults"
 """A suite's flag: it also runs, at its default (``<preset>-default``), each preset whose point
 the sweep chose off its default (``tuned.json``)."""
 
-# Each suite: its inputs' source, split and factor, its R, and its runs (name -> input run name,
-# where "tuned:P" is preset P's point chosen by the sweep and "default:P" P's default point).
+# Each suite: its bench scenario, its inputs' source, split and factor, its R, and its runs
+# (name -> input run name, where "tuned:P" is preset P's point chosen by the sweep and
+# "default:P" P's default point).
 _SWEEP_RUNS = {
     **{preset: f"tuned:{preset}" for preset in ("ssgd", *ASYNC)},
     "ssp": "tuned:asgd",  # ASGD paced by SSP: at most ASGD's updates
 }
 SUITES: dict[str, dict[str, Any]] = {
-    "claims-a-dir": {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
-                     "runs": _SWEEP_RUNS, DEFAULTS: True},
-    **{f"claims-alpha{a}": {"source": f"gsgm-eval-alpha{a}", "split": "dirichlet", "rounds": 30,
-                            "factor": 1.0, "runs": {p: p for p in ("ssgd", "asgd", "gsgm")}}
+    "claims-a-dir": {"scenario": "a", "source": "sweep", "split": "dirichlet", "rounds": 30,
+                     "factor": 1.5, "runs": _SWEEP_RUNS, DEFAULTS: True},
+    **{f"claims-alpha{a}": {"scenario": "a", "source": f"gsgm-eval-alpha{a}",
+                            "split": "dirichlet", "rounds": 30, "factor": 1.0,
+                            "runs": {p: p for p in ("ssgd", "asgd", "gsgm")}}
        for a in ("0.05", "0.5", "1.0")},
-    "claims-s30": {"source": "s30", "split": "natural", "rounds": 40, "factor": 1.0,
-                   "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
-    "claims-a-ls": {"source": "sweep", "split": "label-skew", "rounds": 50, "factor": 1.5,
-                    "runs": _SWEEP_RUNS},
-    "claims-b": {"source": "gsgm-eval-b", "split": "dirichlet", "rounds": 30, "factor": 1.0,
-                 "runs": {p: p for p in ("ssgd", "gsgm", "asgd")}},
-    "claims-s100": {"source": "s100", "split": "natural", "rounds": 50, "factor": 1.0,
-                    "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff", "fedasync",
-                                                                    "fadas")}}},
+    "claims-s30": {"scenario": "s", "source": "s30", "split": "natural", "rounds": 40,
+                   "factor": 1.0, "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
+    "claims-a-ls": {"scenario": "a", "source": "sweep", "split": "label-skew", "rounds": 50,
+                    "factor": 1.5, "runs": _SWEEP_RUNS},
+    "claims-b": {"scenario": "b", "source": "gsgm-eval-b", "split": "dirichlet", "rounds": 30,
+                 "factor": 1.0, "runs": {p: p for p in ("ssgd", "gsgm", "asgd")}},
+    "claims-s100": {"scenario": "s", "source": "s100", "split": "natural", "rounds": 50,
+                    "factor": 1.0, "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff",
+                                                                               "fedasync",
+                                                                               "fadas")}}},
 }  # fmt: skip
 CUT = ("claims-a-ls", "claims-b", "claims-s100")
 """The suites the amended protocol cut before any run (estimated, not run)."""
@@ -123,7 +131,7 @@ def suite_estimate(plan: Mapping[str, Any], records: Records, tuned: Mapping) ->
     )
     mean = sum(per_seed) / len(per_seed)
     return {
-        **{key: plan[key] for key in ("source", "split", "rounds", "factor")},
+        **{key: plan[key] for key in ("scenario", "source", "split", "rounds", "factor")},
         "runs": names,
         "input-seeds": seeds,
         "inputs": walls,
@@ -140,16 +148,34 @@ def _shown(folder: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else full.name
 
 
+def read_paces(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Two runs at a time's work an hour by scenario, from runs-at-a-time results (each names
+    its scenario among its bench arguments; fl-async bench's default is a)."""
+    paces: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        result = read_json(path, "runs-at-a-time result", keys=("jobs", "passes", "bench-args"))
+        if not {1, 2} <= set(result["jobs"]):
+            raise SystemExit(f"--pace {path}: measures --jobs {result['jobs']}; needs 1 and 2")
+        args = result["bench-args"]
+        scenario = args[args.index("--scenario") + 1] if "--scenario" in args else "a"
+        found = pace(result)
+        paces[scenario] = {"pace": round(found[2] / found[1], 3), "pace-from": path.name}
+    return paces
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sweep", type=Path, required=True, help="the sweep's records folder")
     parser.add_argument("--s30", type=Path, required=True, help="Synthetic runs, 30 nodes")
     parser.add_argument("--s100", type=Path, required=True, help="Synthetic runs, 100 nodes")
+    pace_help = "runs_at_a_time.py results: two at a time's pace by scenario"
+    parser.add_argument("--pace", type=Path, nargs="*", default=[], help=pace_help)
     parser.add_argument("--label", default="", help="a note for the table's caption")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "measured")
     args = parser.parse_args()
     folders = {"sweep": args.sweep, "s30": args.s30, "s100": args.s100}
     tuned = read_json(args.sweep / "tuned.json", "sweep choice", keys=("chosen",))
+    paces = read_paces(args.pace)
     result = {**header("claims-compute"), "label": args.label, "seeds": SEEDS}
     result.update({"two-at-a-time": TWO_AT_A_TIME, "suites": []})  # a list: the protocol's order
     loaded: dict[str, dict[str, Records]] = {}
@@ -161,7 +187,7 @@ def main() -> None:
         split = loaded[source].get(plan["split"], {})
         estimate = suite_estimate(plan, split, tuned)
         shown = {"name": name, "folder": _shown(folder), "cut": name in CUT}
-        result["suites"].append({**shown, **estimate})
+        result["suites"].append({**shown, **estimate, **paces.get(plan["scenario"], {})})
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     write(result, args.out / f"claims-compute-{stamp}-{result['commit']}.json")
 

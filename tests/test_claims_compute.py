@@ -4,6 +4,7 @@ run standing for its input run, a capped input extrapolated to its budget, and i
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ def _record(wall: float, stopped_by: str = "max-virtual-time", reached: float = 
             "grid": {"budget": 100.0}}  # fmt: skip
 
 
-PLAN = {"source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
+PLAN = {"scenario": "a", "source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
         "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd", "ssp": "tuned:asgd",
                  "fedbuff-default": "default:fedbuff"}}  # fmt: skip
 TUNED = {"chosen": {"ssgd": {"name": "ssgd"}, "asgd": {"name": "asgd-lr0.2"}}}
@@ -89,3 +90,39 @@ def test_a_cut_suite_is_marked_and_counted_apart() -> None:
     assert list(claims_compute.SUITES)[:5] == [
         "claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0", "claims-s30"
     ]  # fmt: skip
+
+
+def _runs_at_a_time(path: Path, jobs: list[int], walls: list[float], *bench: str) -> Path:
+    passes = [{"jobs": j, "wall": w} for j, w in zip(jobs, walls, strict=True)]
+    path.write_text(json.dumps({"jobs": sorted(set(jobs)), "passes": passes,
+                                "bench-args": list(bench)}))  # fmt: skip
+    return path
+
+
+def test_two_at_a_time_is_paced_by_the_runs_at_a_time_result_of_its_scenario(
+    tmp_path: Path,
+) -> None:
+    s30 = _runs_at_a_time(tmp_path / "s.json", [1, 2], [300.0, 200.0], "--scenario", "s")
+    mnist = _runs_at_a_time(tmp_path / "a.json", [1, 2, 1, 2], [100.0, 99.0, 104.0, 101.0])
+    paces = claims_compute.read_paces([s30, mnist])  # no --scenario: bench's default, a
+    assert paces == {"s": {"pace": 1.5, "pace-from": "s.json"},
+                     "a": {"pace": 1.02, "pace-from": "a.json"}}  # fmt: skip
+    four = _runs_at_a_time(tmp_path / "four.json", [1, 4], [300.0, 150.0])
+    with pytest.raises(SystemExit, match=r"four.json: measures --jobs \[1, 4\]; needs 1 and 2"):
+        claims_compute.read_paces([four])
+
+    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
+             "wall-per-seed": 100.0, "rounds": 30, "factor": 1.0,
+             "longest": {"run": "ssgd", "seed": 0, "hours": 0.5}}  # fmt: skip
+    suites = [{"name": "claims-a-dir", **suite, "hours": 30.0, "scenario": "a", **paces["a"]},
+              {"name": "claims-s30", **suite, "hours": 15.0, "scenario": "s", **paces["s"]},
+              {"name": "claims-b", **suite, "hours": 12.0, "scenario": "b"}]  # fmt: skip
+    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
+              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
+              "suites": suites}  # fmt: skip
+    text = compute_table.table(result)
+    # 30 / 1.02 + 15 / 1.5 + 12 / 1.2 = 29.4 + 10 + 10
+    assert text.endswith(
+        "two at a time (scenario (a) 1.02 times the work an hour, measured (a.json); scenario "
+        "(s) 1.5 times the work an hour, measured (s.json); the others 1.2, assumed): 49 hours."
+    )

@@ -22,14 +22,32 @@ def _row(name: str, suite: dict) -> str:
     )
 
 
+def _pace(result: dict) -> str:
+    """How two at a time was paced: measured for some scenarios, assumed for the rest."""
+    assumed = result["two-at-a-time"]
+    measured = sorted({(s["scenario"], s["pace"], s["pace-from"]) for s in result["suites"]
+                       if "pace" in s})  # fmt: skip
+    if not measured:
+        return f"{assumed:g} times the work an hour"
+    shown = [f"scenario ({sc}) {pace:g} times the work an hour, measured ({src})"
+             for sc, pace, src in measured]  # fmt: skip
+    if any("pace" not in s for s in result["suites"]):
+        shown.append(f"the others {assumed:g}, assumed")
+    return "; ".join(shown)
+
+
 def table(result: dict) -> str:
     """Per suite: its runs per seed, inputs, wall s per seed at 10 rounds, R, factor, hours and
     its longest run; then the total of the suites run, one at a time and two at a time, and with
     the cut suites."""
     suites = result["suites"]
-    run = sum(s["hours"] for s in suites if not s.get("cut"))
+    ran = [s for s in suites if not s.get("cut")]
+    run = sum(s["hours"] for s in ran)
     total = sum(s["hours"] for s in suites)
-    pace = result["two-at-a-time"]
+
+    def paced(chosen: list[dict]) -> float:
+        return sum(s["hours"] / s.get("pace", result["two-at-a-time"]) for s in chosen)
+
     lines = [
         caption(result, "python benchmarks/claims_compute.py") + f" {result['label']}".rstrip(),
         "",
@@ -44,10 +62,10 @@ def table(result: dict) -> str:
         f"| all run | | | | | | {run:.1f} | |",
     ]
     summary = (
-        f"The suites run: {run:.0f} hours one run at a time; two at a time ({pace:g} times the "
-        f"work an hour): {run / pace:.0f} hours."
+        f"The suites run: {run:.0f} hours one run at a time; two at a time ({_pace(result)}): "
+        f"{paced(ran):.0f} hours."
     )
     if total > run:
         lines.append(f"| with the cut suites | | | | | | {total:.1f} | |")
-        summary += f" With the cut suites: {total:.0f} and {total / pace:.0f} hours."
+        summary += f" With the cut suites: {total:.0f} and {paced(suites):.0f} hours."
     return "\n".join([*lines, "", summary])
