@@ -137,10 +137,11 @@ class RunSnapshot:
 
     def _restore_nodes(self) -> None:
         """Give each saved node that is connected now its saved task count and data size."""
-        registry = self._registry
-        for stable in [s for s in self._unrestored if registry.node_of(s) is not None]:
-            saved, node = self._unrestored.pop(stable), registry[registry.node_of(stable)]
-            node.tasks, node.num_examples = saved.tasks, saved.num_examples
+        for stable in list(self._unrestored):
+            node_id = self._registry.node_of(stable)
+            if node_id is not None:
+                saved, node = self._unrestored.pop(stable), self._registry[node_id]
+                node.tasks, node.num_examples = saved.tasks, saved.num_examples
 
     def _resend(self, grid: Grid, saved: list[SavedTask]) -> None:
         """Send the tasks that were in flight again, exactly as they were. A node that is not
