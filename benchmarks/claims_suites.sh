@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The claims study's evaluation suites (benchmarks/RESULTS.md, "The claims study"), in the
 # protocol's order, two runs at a time (the histories are the same as one at a time, but for
-# wall times; the machine does about a fifth more). Run it from a git worktree at the
-# protocol's commit:
+# wall times; what that gains is measured in RESULTS.md, "Runs at a time"). Run it from a git
+# worktree at the protocol's commit:
 #
 #   [RECORDS=RECORDS_DIR] bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
 #   bash benchmarks/claims_suites.sh --export SUITES_DIR RECORDS_DIR
