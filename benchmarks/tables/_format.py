@@ -21,3 +21,8 @@ def caption(result: dict, command: str) -> str:
         f"{result['cpus']} CPUs; load average (1 min) {start:.1f} at the start, {end:.1f} at "
         f"the end)."
     )
+
+
+def labelled_caption(result: dict, command: str) -> str:
+    """``caption`` followed by the result's ``label``, the note its command was given."""
+    return caption(result, command) + f" {result['label']}".rstrip()

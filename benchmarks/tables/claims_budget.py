@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._format import caption
+from ._format import labelled_caption
 
 BENCHMARK = "claims-budget"
 
@@ -31,7 +31,7 @@ def _split_table(name: str, split: dict) -> list[str]:
 def table(result: dict) -> str:
     """Per split: each R's mean flatness over the seeds and each seed's, and the choice."""
     lines = [
-        caption(result, "python benchmarks/claims_budget.py") + f" {result['label']}".rstrip(),
+        labelled_caption(result, "python benchmarks/claims_budget.py"),
         "",
         f"Flatness: SSGD's mean grid accuracy over the last quarter of a budget of R rounds minus "
         f"over its third quarter (G = 40), in points. The rule: the smallest R whose mean over the "

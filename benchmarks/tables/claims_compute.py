@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._format import caption
+from ._format import labelled_caption
 
 BENCHMARK = "claims-compute"
 SESSION_HOURS = 2.5
@@ -49,7 +49,7 @@ def table(result: dict) -> str:
         return sum(s["hours"] / s.get("pace", result["two-at-a-time"]) for s in chosen)
 
     lines = [
-        caption(result, "python benchmarks/claims_compute.py") + f" {result['label']}".rstrip(),
+        labelled_caption(result, "python benchmarks/claims_compute.py"),
         "",
         f"Estimate: wall s per seed at 10 SSGD rounds × R / 10 × {result['seeds']} seeds × the "
         "factor, in hours one run at a time; the longest run: its input's wall time × R / 10 × "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._format import caption
+from ._format import labelled_caption
 
 BENCHMARK = "guard-runs"
 
@@ -28,7 +28,7 @@ def table(result: dict) -> str:
     honest updates over both references."""
     factor = f"{result['factor']:g}"
     lines = [
-        caption(result, "python benchmarks/guard_runs.py") + f" {result['label']}".rstrip(),
+        labelled_caption(result, "python benchmarks/guard_runs.py"),
         "",
         f"Refused: updates the run's guard refused as too large (and how many nodes sent them). "
         f"Left: nodes that left the run. "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._format import caption
+from ._format import labelled_caption
 
 BENCHMARK = "readme-tests"
 TARGET = 480.0
@@ -21,7 +21,7 @@ def table(result: dict) -> str:
     slowest tests."""
     cores, total = result["cpus"], result["total"]
     lines = [
-        caption(result, "python benchmarks/readme_tests.py") + f" {result['label']}".rstrip(),
+        labelled_caption(result, "python benchmarks/readme_tests.py"),
         "",
         f"| step | wall s | busy CPU-s ({cores} cores) | floor s (CPU-s / {cores}) | cores busy |",
         "|---|---|---|---|---|",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from ._format import caption
+from ._format import labelled_caption
 
 BENCHMARK = "runs-at-a-time"
 
@@ -26,7 +26,7 @@ def table(result: dict) -> str:
     paces = pace(result)
     same = "the same in every pass" if result["same-histories"] else "**not** the same"
     lines = [
-        caption(result, "python benchmarks/runs_at_a_time.py") + f" {result['label']}".rstrip(),
+        labelled_caption(result, "python benchmarks/runs_at_a_time.py"),
         "",
         f"`fl-async bench {' '.join(result['bench-args'])}`, timed: {result['strategies']} "
         f"({result['runs']} runs a pass with SSGD's, made once first and not timed); passes "
