@@ -148,6 +148,17 @@ def _shown(folder: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else full.name
 
 
+def _scenario(args: list[str]) -> str:
+    """The ``--scenario`` among bench arguments (``--scenario s`` or ``--scenario=s``); "a"
+    where none is named, as for fl-async bench."""
+    for i, arg in enumerate(args):
+        if arg == "--scenario" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--scenario="):
+            return arg.partition("=")[2]
+    return "a"
+
+
 def read_paces(paths: list[Path]) -> dict[str, dict[str, Any]]:
     """Two runs at a time's work an hour by scenario, from runs-at-a-time results (each names
     its scenario among its bench arguments; fl-async bench's default is a)."""
@@ -156,8 +167,7 @@ def read_paces(paths: list[Path]) -> dict[str, dict[str, Any]]:
         result = read_json(path, "runs-at-a-time result", keys=("jobs", "passes", "bench-args"))
         if not {1, 2} <= set(result["jobs"]):
             raise SystemExit(f"--pace {path}: measures --jobs {result['jobs']}; needs 1 and 2")
-        args = result["bench-args"]
-        scenario = args[args.index("--scenario") + 1] if "--scenario" in args else "a"
+        scenario = _scenario(result["bench-args"])
         found = pace(result)
         paces[scenario] = {"pace": round(found[2] / found[1], 3), "pace-from": path.name}
     return paces

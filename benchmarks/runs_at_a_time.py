@@ -49,8 +49,9 @@ def bench(args: list[str], out: Path, strategies: str, jobs: int) -> float:
     with open(out.parent / f"{out.name}.log", "w", encoding="utf-8") as log:
         done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"exit {done.returncode}: {' '.join(command)}; see {log.name}")
+    if done.returncode != 0:  # its log's end too: a temporary work folder goes with the exit
+        tail = Path(log.name).read_text(encoding="utf-8", errors="replace")[-2000:]
+        raise SystemExit(f"exit {done.returncode}: {' '.join(command)}\n{tail}")
     return wall
 
 

@@ -107,6 +107,8 @@ def test_two_at_a_time_is_paced_by_the_runs_at_a_time_result_of_its_scenario(
     paces = claims_compute.read_paces([s30, mnist])  # no --scenario: bench's default, a
     assert paces == {"s": {"pace": 1.5, "pace-from": "s.json"},
                      "a": {"pace": 1.02, "pace-from": "a.json"}}  # fmt: skip
+    b = _runs_at_a_time(tmp_path / "b.json", [1, 2], [100.0, 80.0], "--scenario=b", "--seeds", "0")
+    assert claims_compute.read_paces([b]) == {"b": {"pace": 1.25, "pace-from": "b.json"}}
     four = _runs_at_a_time(tmp_path / "four.json", [1, 4], [300.0, 150.0])
     with pytest.raises(SystemExit, match=r"four.json: measures --jobs \[1, 4\]; needs 1 and 2"):
         claims_compute.read_paces([four])

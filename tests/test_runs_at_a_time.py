@@ -27,6 +27,8 @@ out, jobs = Path(get("--out")), int(get("--jobs"))
 with open(out.parent / "calls.log", "a") as log:
     log.write(" ".join(args) + "\\n")
 drift = "drift" in args
+if "fail" in args and "asgd" in get("--strategies"):
+    sys.exit("boom")
 for name in get("--strategies").split(","):
     run = out / "dirichlet" / f"{name}-seed0"
     if (run / "history.json").exists():
@@ -78,6 +80,14 @@ def test_histories_that_change_with_the_jobs_are_reported_and_fail(
     result = json.loads(path.read_text())
     assert not result["same-histories"]
     assert "**not** the same" in jobs_table.table(result)
+
+
+def test_a_failed_pass_stops_the_benchmark_with_its_command_and_log(
+    fake_bench: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit, match=r"exit 1: .*--strategies ssgd,asgd,fedbuff(.|\n)*boom"):
+        _main(fake_bench, tmp_path / "measured", "--run-config", "fail")
+    assert not (tmp_path / "measured").exists()  # nothing written
 
 
 def test_the_pace_is_the_first_settings_median_wall_over_each_ones() -> None:
