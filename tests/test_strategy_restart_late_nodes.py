@@ -175,6 +175,27 @@ def test_a_node_that_misses_every_identify_query_is_keyed_by_its_node_id():
     assert absent in {r["stable-id"] for r in records(result)}
 
 
+def test_a_run_whose_every_node_misses_its_first_identify_query_waits_for_them():
+    """Listed before they are reachable (as after a SuperLink restart), every node's first query
+    comes back "node unavailable": the start asks them again, and resolves ASGD's "auto" lr from
+    all of them (it once divided by the none admitted)."""
+    nodes = {k: Unavailable(v, misses=1) for k, v in quadratic_fleet(NUM_NODES, seed=21).items()}
+    strategy = make(clock=False)
+    result = start(strategy, FakeGrid(nodes))
+    assert result.stopped_by == "budget", result.stop_detail
+    assert strategy.aggregator.lr == 1 / NUM_NODES
+    assert {r["stable-id"] for r in records(result)} == set(range(NUM_NODES))
+
+
+def test_a_start_short_of_min_nodes_admitted_within_the_timeout_says_so():
+    nodes = quadratic_fleet(NUM_NODES, seed=21)
+    absent = next(iter(nodes))
+    nodes[absent] = Unavailable(nodes[absent], misses=10)
+    with pytest.raises(TimeoutError, match=f"only {NUM_NODES - 1} nodes were admitted .*min_nodes"):
+        make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
+                                timeout=0.5, train_config=TRAIN)  # fmt: skip
+
+
 def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp_path):
     """ASGD's "auto" lr is 1 / (nodes at the start): resumed with one node short, the run keeps
     the checkpoint's lr; a checkpoint whose lr is not a finite positive float is refused."""

@@ -12,7 +12,6 @@ who may start.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from logging import INFO
 from pathlib import Path
@@ -29,6 +28,7 @@ from fl_async.strategies.compensation import TaskBases
 from fl_async.strategies.dispatch import TaskDispatch
 from fl_async.strategies.evaluation import ShouldStop, StepBoundaries, check_should_stop, grid_times
 from fl_async.strategies.flower_api import FlowerStrategyAPI
+from fl_async.strategies.membership import NodeMembership
 from fl_async.strategies.nodes import NodeRegistry
 from fl_async.strategies.order import reply_order
 from fl_async.strategies.outbox import Outbox
@@ -42,7 +42,9 @@ from fl_async.validation import InvalidArgument, check_int, check_number
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 
 
-class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, FlowerStrategyAPI):
+class AsyncStrategy(
+    TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, NodeMembership, FlowerStrategyAPI
+):
     """Asynchronous aggregation on Flower's Message API: any aggregator with any dispatch policy.
 
     Parameters
@@ -58,7 +60,7 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         Gives a node's task a base model of its own (OD-SGD's compensation); default: the
         current global model.
     min_nodes : int (default: 2)
-        Wait for this many connected nodes before the first task.
+        Wait for this many connected and admitted nodes before the first task.
     max_in_flight : int, optional
         At most this many tasks at once. Default: every node, as far as ``memory_budget``
         allows (each task in flight may hold a stored base version of the model).
@@ -314,34 +316,6 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
         self.aggregator.init(arrays.to_numpy_ndarrays())
         self._model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
 
-    def _wait_for_min_nodes(self, grid: Grid) -> None:
-        deadline = time.time() + self._timeout
-        while len(set(grid.get_node_ids())) < self.min_nodes:
-            if time.time() > deadline:
-                raise TimeoutError(
-                    f"only {len(set(grid.get_node_ids()))} nodes connected after "
-                    f"{self._timeout:.0f} s; min_nodes={self.min_nodes}"
-                )
-            time.sleep(0.1)
-        self._refresh_nodes(grid)
-
-    def _refresh_nodes(self, grid: Grid, every: float = 0.0) -> None:
-        """Admit new nodes (identified by a query) and retire vanished ones."""
-        if self._out_of_wall_time() or not self._registry.due(every):
-            return  # past the wall limit the loop stops next: no new node is asked anything
-        # A node that never answers the query must not hold the run past its wall limit.
-        wait = min(self._timeout, self._wall_time_left())
-        admitted, departed = self._registry.arrivals_and_departures(grid, timeout=wait)
-        for stable in admitted:
-            self._forget_at.pop(stable, None)
-            self.policy.join(stable)
-        for node_id, node in departed:
-            self._recorder.fault("node-left", f"node {node_id} (stable id {node.stable_id}) left")
-            for msg_id in self._book.of_node(node_id):
-                self._drop(msg_id, "lost")
-            self._leave(node.stable_id)
-        self._resend_held(grid)
-
     def _wall_time_left(self) -> float:
         """Seconds until the run's ``max_wall_time`` (infinite without one)."""
         limit = self._max_wall_time
@@ -350,34 +324,6 @@ class AsyncStrategy(TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, Fl
     def _out_of_wall_time(self) -> bool:
         """Whether the run's ``max_wall_time`` has passed (also checked while waiting)."""
         return self._wall_time_left() <= 0
-
-    def _all_nodes_left(self) -> bool:
-        """Whether every connected node has left the run for failing too often (and say so)."""
-        if not len(self._registry) or self._registry.usable:
-            return False
-        self._stop_detail = (f"every node left the run after {self.max_failures} failed tasks "
-                             "or rejected updates in a row")  # fmt: skip
-        return True
-
-    def _wait_for_nodes(self, grid: Grid) -> str:
-        """Nothing is in flight: wait for a node that may start, or give up after the timeout."""
-        deadline = time.time() + self._timeout
-        while time.time() < deadline:
-            if self._out_of_wall_time():
-                return "max-wall-time"
-            self._refresh_nodes(grid, every=1.0)
-            if self._dispatchable():
-                return ""
-            if self._all_nodes_left():
-                return "no-active-nodes"
-            usable = [n for n in self._registry.nodes.values() if not n.retired]
-            version = self.aggregator.version
-            if usable and not any(self.policy.may_start(n.stable_id, version) for n in usable):
-                self._stop_detail = f"{self.policy!r} lets no idle node start at step {version}"
-                return "deadlock"
-            time.sleep(0.2)
-        self._stop_detail = f"no node could take a task within {self._timeout:.0f} s"
-        return "no-nodes"
 
 
 def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
