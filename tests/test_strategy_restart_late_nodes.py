@@ -10,6 +10,7 @@ not there yet (its identify query comes back as Flower's "node unavailable") is 
 next listed, instead of being keyed by its node id for good.
 """
 
+import time
 from dataclasses import replace
 from itertools import pairwise
 
@@ -194,6 +195,12 @@ def test_a_start_short_of_min_nodes_admitted_within_the_timeout_says_so():
     with pytest.raises(TimeoutError, match=f"only {NUM_NODES - 1} nodes were admitted .*min_nodes"):
         make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
                                 timeout=0.5, train_config=TRAIN)  # fmt: skip
+    nodes[absent].misses = 10
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="within the timeout .* or max_wall_time"):
+        make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
+                                timeout=60.0, train_config=TRAIN, max_wall_time=0.5)  # fmt: skip
+    assert time.monotonic() - started < 10  # max_wall_time, not the 60-s timeout
 
 
 def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp_path):
