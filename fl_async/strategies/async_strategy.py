@@ -60,7 +60,7 @@ class AsyncStrategy(
         Gives a node's task a base model of its own (OD-SGD's compensation); default: the
         current global model.
     min_nodes : int (default: 2)
-        Wait for this many connected and admitted nodes before the first task.
+        Wait for this many connected nodes before the first task (and for one admitted).
     max_in_flight : int, optional
         At most this many tasks at once. Default: every node, as far as ``memory_budget``
         allows (each task in flight may hold a stored base version of the model).
