@@ -33,6 +33,7 @@ from typing import Any
 from measured import header, write
 from tables.runs_at_a_time import pace
 
+from fl_async.bench.cli import add_arguments
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.records import Records, load_records, split_records
@@ -149,19 +150,16 @@ def _shown(folder: Path) -> str:
 
 
 def _scenario(args: list[str]) -> str:
-    """The ``--scenario`` among bench arguments (``--scenario s`` or ``--scenario=s``); "a"
-    where none is named, as for fl-async bench."""
-    for i, arg in enumerate(args):
-        if arg == "--scenario" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--scenario="):
-            return arg.partition("=")[2]
-    return "a"
+    """The scenario ``fl-async bench`` ran with these arguments, read by its own parser (its
+    default, and every spelling it accepts)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(args).scenario
 
 
 def read_paces(paths: list[Path]) -> dict[str, dict[str, Any]]:
-    """Two runs at a time's work an hour by scenario, from runs-at-a-time results (each names
-    its scenario among its bench arguments; fl-async bench's default is a)."""
+    """Two runs at a time's work an hour by scenario, from runs-at-a-time results (each holds
+    the bench arguments it ran, which name its scenario)."""
     paces: dict[str, dict[str, Any]] = {}
     for path in paths:
         result = read_json(path, "runs-at-a-time result", keys=("jobs", "passes", "bench-args"))
