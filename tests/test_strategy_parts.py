@@ -12,6 +12,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from fl_async import statefile
 from fl_async.scheduling import ASP, SSP, VirtualClock, WhiteList
 from fl_async.strategies import nodes as nodes_module
+from fl_async.strategies import queries as queries_module
 from fl_async.strategies.checkpoint import (
     SCHEMA,
     Checkpointer,
@@ -134,7 +135,7 @@ class TricklingGrid(FakeGrid):
 def test_the_identify_query_waits_while_answers_keep_coming(monkeypatch):
     """20 answers 0.05 s apart take 1 s: more than the quiet period (0.3 s) but each comes
     within it, so every node is identified (no node falls back to its random node id)."""
-    monkeypatch.setattr(nodes_module, "QUERY_QUIET", 0.3)
+    monkeypatch.setattr(queries_module, "QUERY_QUIET", 0.3)
     registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
     with task_identity():
         admitted, _ = registry.arrivals_and_departures(
@@ -144,7 +145,7 @@ def test_the_identify_query_waits_while_answers_keep_coming(monkeypatch):
 
 
 def test_the_identify_query_gives_up_on_a_silent_node_after_the_quiet_period(monkeypatch):
-    monkeypatch.setattr(nodes_module, "QUERY_QUIET", 0.3)
+    monkeypatch.setattr(queries_module, "QUERY_QUIET", 0.3)
     fleet = quadratic_fleet(4, seed=0, modes={2: "silent"})
     registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
     started = time.time()

@@ -205,7 +205,7 @@ class AsyncStrategy(
         stop = ""
         while not stop:
             self._check_owner()
-            self._refresh_nodes(grid, every=self.refresh_interval)
+            self._refresh_nodes(grid, every=self.refresh_interval, wait=False)
             stop = self._stop_reason(*limits)
             if stop:
                 break

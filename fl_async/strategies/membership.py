@@ -38,13 +38,21 @@ class NodeMembership:
             time.sleep(0.1)
             self._refresh_nodes(grid, every=1.0)
 
-    def _refresh_nodes(self, grid: Grid, every: float = 0.0) -> None:
-        """Admit new nodes (identified by a query) and retire vanished ones."""
-        if self._out_of_wall_time() or not self._registry.due(every):
+    def _refresh_nodes(self, grid: Grid, every: float = 0.0, *, wait: bool = True) -> None:
+        """Admit new nodes (identified by a query) and retire vanished ones. With
+        ``wait=False`` (the event loop) a new node's query is answered at a later call, while
+        the loop goes on: a node slow to answer holds up no other node's reply."""
+        if self._out_of_wall_time():
             return  # past the wall limit the loop stops next: no new node is asked anything
-        # A node that never answers the query must not hold the run past its wall limit.
-        wait = min(self._timeout, self._wall_time_left())
-        admitted, departed = self._registry.arrivals_and_departures(grid, timeout=wait)
+        admitted, departed = self._registry.admit_answered(grid), []
+        if self._registry.due(every):
+            # A node that never answers the query must not hold the run past its wall limit.
+            limit = min(self._timeout, self._wall_time_left())
+            more, departed = self._registry.arrivals_and_departures(grid, timeout=limit,
+                                                                    wait=wait)  # fmt: skip
+            admitted += more
+        elif not admitted:
+            return
         for stable in admitted:
             self._forget_at.pop(stable, None)
             self.policy.join(stable)
@@ -69,7 +77,7 @@ class NodeMembership:
         while time.time() < deadline:
             if self._out_of_wall_time():
                 return "max-wall-time"
-            self._refresh_nodes(grid, every=1.0)
+            self._refresh_nodes(grid, every=1.0, wait=False)
             if self._dispatchable():
                 return ""
             if self._all_nodes_left():

@@ -4,13 +4,15 @@ Simulated node ids are random for every run, so each node is asked once for its
 ``partition-id`` (a ``query`` message, ``fl_async.protocol``) and keyed by it: its *stable id*.
 A node the SuperLink lists but that is not there yet (after a SuperLink restart its heartbeat
 may lag) is asked again when next listed, at most ``QUERY_ATTEMPTS`` times, rather than keyed by
-its node id for good.
+its node id for good. A node that joins while the run goes on is asked without the run waiting
+for its answer (``queries``).
 A node that fails is retried after a back-off; one that fails or is rejected ``max_failures``
 times in a row leaves the run for good, so that a broken ClientApp cannot keep a run busy.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from fl_async import protocol
+from fl_async.strategies import queries
 from fl_async.validation import InvalidArgument
 
 MAX_BACKOFF_STEPS = 64
@@ -28,8 +31,6 @@ MAX_BACKOFF_STEPS = 64
 RETRY_DELAY = 0.1
 """With nothing else in flight, a failed node waits 0.1, 0.2, 0.4, ... wall seconds instead."""
 MAX_RETRY_DELAY = 10.0
-QUERY_QUIET = 120.0
-"""Seconds without a new answer after which the identify query gives up on the nodes left."""
 NO_QUERY_HANDLER = "No query function registered"
 """What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
 QUERY_ATTEMPTS = 3
@@ -87,6 +88,8 @@ class NodeRegistry:
         self._probed = False
         self._missed: dict[int, int] = {}
         """Identify queries each node id missed so far (``protocol.UNDELIVERED``)."""
+        self._pending = queries.PendingQueries()
+        """The identify queries in flight that the run does not wait for."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -145,16 +148,21 @@ class NodeRegistry:
         self._last_refresh = time.time()
         return True
 
-    def arrivals_and_departures(self, grid: Grid, *, timeout: float) -> tuple[list, list]:
+    def arrivals_and_departures(self, grid: Grid, *, timeout: float,
+                                wait: bool = True) -> tuple[list, list]:  # fmt: skip
         """Admit nodes new to the grid; remove vanished ones. Returns ``(admitted stable ids,
-        departed (node id, node) pairs)``."""
+        departed (node id, node) pairs)``. With ``wait=False`` a new node's identify query is
+        only sent: ``admit_answered`` admits it once it answers."""
         connected = set(grid.get_node_ids())
-        new = sorted(connected - set(self.nodes))
+        new = sorted(n for n in connected - set(self.nodes) if n not in self._pending)
         admitted = []
-        if new:
+        if new and not wait and self._asks_without_waiting():
+            self._pending.send(grid, new, wait=timeout)
+        elif new:
             for node_id, info in zip(new, self._ask(grid, new, timeout), strict=True):
                 if info is not None:  # None: not there yet, asked again when next listed
                     admitted.append(self._admit(node_id, *info))
+        self._pending.keep(connected)
         departed = []
         for node_id in sorted(set(self.nodes) - connected):
             node = self.nodes.pop(node_id)
@@ -165,6 +173,22 @@ class NodeRegistry:
         if admitted or departed:  # sorted once per change, not once per node
             self.order = sorted(self._by_stable)
         return admitted, departed
+
+    def admit_answered(self, grid: Grid) -> list[int]:
+        """Admit the nodes whose identify query (sent with ``wait=False``) was answered or
+        given up on since the last look; their stable ids."""
+        found = [(n, self._identity(n, reply)) for n, reply in self._pending.collect(grid)]
+        found = [(n, info) for n, info in found if info is not None]  # None: asked again
+        self._warn_unidentified([info for _, info in found])
+        admitted = [self._admit(node_id, *info) for node_id, info in found]
+        if admitted:
+            self.order = sorted(self._by_stable)
+        return admitted
+
+    def _asks_without_waiting(self) -> bool:
+        """Whether a new node's query may be sent without waiting for its answer: the nodes are
+        identified, and the one-node probe for a query handler is behind."""
+        return self.identify == AT_ONCE or (self.identify is True and self._probed)
 
     def may_retry(self, node: Node, version: int, *, anything_in_flight: bool) -> bool:
         """Whether a node that failed may get work again: after 1, 2, 4, ... server steps, or,
@@ -231,7 +255,9 @@ class NodeRegistry:
     def _ask(self, grid: Grid, node_ids: list[int], timeout: float) -> list[tuple | None]:
         """``(partition-id, num-examples)`` per node (each None where it cannot tell), or None
         for a node to ask again later."""
-        wait = timeout
+        ask = functools.partial(
+            queries.ask_and_wait, grid, wait=timeout, poll_interval=self.poll_interval
+        )
         answers: list[Message | None] = []
         if self.identify is True and not self._probed:
             # One node first: an ordinary Flower ClientApp has no query handler and raises on
@@ -239,7 +265,7 @@ class NodeRegistry:
             # "at-once" skips this: the first node's start-up (seconds in a simulation, while
             # the other actors wait) is not paid alone.
             self._probed = True
-            answers = self._query(grid, node_ids[:1], wait)
+            answers = ask(node_ids[:1])
             if _lacks_query_handler(answers[0]):
                 self.identify = False
                 log(INFO, "The ClientApp has no query handler (no @app.query()): nodes are keyed "
@@ -247,15 +273,19 @@ class NodeRegistry:
                     "identify_nodes=False to skip this query)")  # fmt: skip
         if not self.identify:
             return [(None, None)] * len(node_ids)
-        answers += self._query(grid, node_ids[len(answers) :], wait)
+        answers += ask(node_ids[len(answers) :])
         found = [self._identity(n, reply) for n, reply in zip(node_ids, answers, strict=True)]
-        unidentified = sum(f is not None and f[0] is None for f in found)
+        self._warn_unidentified([f for f in found if f is not None])
+        return found
+
+    def _warn_unidentified(self, found: list[tuple]) -> None:
+        """Warn once that nodes without a partition-id make the run not reproducible."""
+        unidentified = sum(partition is None for partition, _ in found)
         if unidentified and not self._warned_unidentified:
             self._warned_unidentified = True
             log(WARNING, "%d of %d nodes reported no partition-id: their node ids key their "
                 "state, so this run is not reproducible from a seed",
                 unidentified, len(found))  # fmt: skip
-        return found
 
     def _identity(self, node_id: int, reply: Message | None) -> tuple | None:
         """``(partition-id, num-examples)`` from ``reply``; None to ask again later (the node
@@ -268,27 +298,6 @@ class NodeRegistry:
                 return None
         self._missed.pop(node_id, None)
         return protocol.read_identity(reply)
-
-    def _query(self, grid: Grid, node_ids: list[int], wait: float) -> list[Message | None]:
-        """Send the identify query to ``node_ids``; their replies (None: no answer in time).
-
-        It waits while answers keep coming, up to ``wait``, and gives up on the rest once
-        ``QUERY_QUIET`` seconds (at most ``wait``) pass without a new one: 10,000 simulated
-        nodes on two actors take minutes to answer, a node that never will should not hold
-        the start for the whole timeout. An unanswered node is keyed by its node id.
-        """
-        ids = list(grid.push_messages([protocol.query_message(n, ttl=wait) for n in node_ids]))
-        answers: dict[str, Message] = {}
-        now = time.time()
-        deadline, quiet = now + wait, min(QUERY_QUIET, wait)
-        last_answer = now
-        while len(answers) < len(ids) and time.time() < min(deadline, last_answer + quiet):
-            for reply in grid.pull_messages([i for i in ids if i not in answers]):
-                answers[reply.metadata.reply_to_message_id] = reply
-                last_answer = time.time()
-            if len(answers) < len(ids):
-                time.sleep(self.poll_interval)
-        return [answers.get(msg_id) for msg_id in ids]
 
 
 def check_identify(value: object) -> bool | str:
