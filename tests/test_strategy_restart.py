@@ -18,7 +18,7 @@ from strategy_loop import history, records
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, GSGM, MIFA
-from fl_async.strategies.checkpoint import Checkpointer, RunSuperseded
+from fl_async.strategies.checkpoint import Checkpointer, CheckpointError, RunSuperseded
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 5, 3, 7
@@ -148,3 +148,38 @@ def test_the_lease_names_its_owner_and_a_run_that_claims_again_keeps_its_directo
     assert not first.path.exists()
     second.lease_path.unlink()  # removed by hand: no other run's claim
     second.check_owner()
+
+
+def test_the_resumed_runs_wall_times_go_on_from_the_checkpoints(tmp_path):
+    """Its records' and its result's wall times count the runs before it up to the checkpoint
+    (here said to be 1000 s), so that a resumed history tells the time the run took; its
+    ``max_wall_time`` counts its own time only. A checkpoint without one starts from 0; a bad
+    one is refused."""
+
+    def make():
+        return ASGD(clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
+                    checkpoint_dir=tmp_path, checkpoint_every=EVERY)  # fmt: skip
+
+    with pytest.raises(Crash):
+        start(make(), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+    saved = Checkpointer(tmp_path, None).load()
+    assert 0 <= saved.wall < 1000
+    saved.wall = 1000.0
+    Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
+    resumed = make().start(FakeGrid(quadratic_fleet(NUM_NODES, seed=21)), initial_arrays(),
+                           num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
+                           max_wall_time=60.0)  # fmt: skip
+    assert resumed.stopped_by == "budget" and 1000 <= resumed.wall_time < 1060
+    walls = [r["wall-time"] for r in records(resumed)]
+    assert all(w < 1000 for w in walls[: saved.num_updates])
+    assert all(1000 <= w <= resumed.wall_time for w in walls[saved.num_updates :])
+    evaluated = resumed.evaluate_metrics_serverapp
+    assert all(evaluated[k]["wall-time"] >= 1000 for k in evaluated if k > saved.num_updates)
+    for bad in (-1.0, float("nan"), "5", True):
+        saved.wall = bad
+        Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
+        with pytest.raises(CheckpointError, match=f"the checkpoint's wall={bad!r} is not"):
+            start(make(), quadratic_fleet(NUM_NODES, seed=21))
+    saved.wall = None  # as written before the wall time was kept
+    Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
+    assert start(make(), quadratic_fleet(NUM_NODES, seed=21)).wall_time < 1000

@@ -97,6 +97,9 @@ class RunState:
     settings: dict[str, int] | None = None
     """``eval_every`` and ``patience`` as the run resolved them at its start (None: saved
     before they were kept; the resume resolves them again)."""
+    wall: float | None = None
+    """Seconds the run had run when the checkpoint was written, over every run it resumed
+    (None: saved before fl-async kept it; a resumed run's wall times then start from 0)."""
     schema: int = field(default=SCHEMA)
 
 

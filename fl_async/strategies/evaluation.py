@@ -11,6 +11,7 @@ model in force at a past time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from logging import INFO
 
@@ -70,7 +71,7 @@ class StepBoundaries:
         self._recorder.last_eval_step = version
         metrics = self._central(version)
         if metrics is not None:
-            when = self._order.describe(self._recorder.wall())
+            when = self._order.describe(self._recorder.wall_at(time.time()))
             self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
 
     def _central(self, version: int) -> MetricRecord | None:

@@ -32,10 +32,18 @@ class Recorder:
         """Tasks ended (answered or dropped) since the last accepted update."""
         self.last_eval_step = -1
         self.wall_start = time.time()
+        self.wall_before = 0.0
+        """Seconds a resumed run had run up to its checkpoint, in the runs before it: its wall
+        times go on from there."""
 
     def wall(self) -> float:
-        """Seconds since the run started."""
+        """Seconds since this run started (what ``max_wall_time`` counts)."""
         return time.time() - self.wall_start
+
+    def wall_at(self, moment: float) -> float:
+        """The run's wall time at ``moment`` (a ``time.time()``): its seconds since it started,
+        resumed or not, and those before its checkpoint in the runs it resumes."""
+        return self.wall_before + moment - self.wall_start
 
     def fault(self, kind: str, message: str) -> None:
         """Count and log a fault of ``kind``."""
@@ -61,7 +69,7 @@ class Recorder:
     def evaluation(self, version: int, metrics: MetricRecord, *, now: float, when: str) -> None:
         """Record a central evaluation of server step ``version`` and log it."""
         record = protocol.metric_record(
-            {**dict(metrics), "virtual-time": now, "wall-time": self.wall(),
+            {**dict(metrics), "virtual-time": now, "wall-time": self.wall_at(time.time()),
              "num-updates": self.num_updates}
         )  # fmt: skip
         self.result.evaluate_metrics_serverapp[version] = record
@@ -73,7 +81,7 @@ class Recorder:
         in force was server step ``version``."""
         self.result.evaluate_metrics_grid[index] = protocol.metric_record(
             {**dict(metrics), "virtual-time": at, "server-step": version,
-             "wall-time": self.wall(), "num-updates": self.num_updates}
+             "wall-time": self.wall_at(time.time()), "num-updates": self.num_updates}
         )  # fmt: skip
 
     def evaluated(self, version: int) -> bool:
@@ -98,7 +106,7 @@ class Recorder:
         result.num_updates = self.num_updates
         result.server_steps = server_steps
         result.virtual_time = now
-        result.wall_time = self.wall()
+        result.wall_time = self.wall_at(time.time())
         result.stopped_by = stop
         result.stop_detail = detail
         log(

@@ -143,7 +143,7 @@ class ReplyHandling:
             {**parsed.metrics, "server-step": self.aggregator.version, "node-id": task.node_id,
              "stable-id": task.stable_id, "staleness": update.staleness,
              "iteration": task.iteration, "virtual-time": self._order.now,
-             "wall-time": arrival - self._recorder.wall_start,
+             "wall-time": self._recorder.wall_at(arrival),
              **({} if norm is None else {"update-norm": norm})},
             accepted=outcome.accepted,
         )  # fmt: skip

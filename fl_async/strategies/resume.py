@@ -51,6 +51,7 @@ class RunSnapshot:
             grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
             guard=self.guard.state_dict(),
             settings={"eval_every": self._eval_every, "patience": self._patience},
+            wall=rec.wall_at(time.time()),
         )
 
     def _save_checkpoint(self) -> None:
@@ -83,6 +84,7 @@ class RunSnapshot:
         rec = self._recorder
         rec.num_updates, rec.num_replies = state.num_updates, state.num_replies
         rec.faults, rec.last_eval_step = dict(state.faults), state.last_eval_step
+        rec.wall_before = _saved_wall(state.wall)
         rec.result.train_metrics_clientapp = {
             k: protocol.metric_record(v) for k, v in state.train_metrics.items()
         }
@@ -195,3 +197,14 @@ class RunSnapshot:
         self._registry.set_busy(self._registry[node_id], True)
         self._book.add_stored(key, task, s.base)
         self._order.track(key, task)
+
+
+def _saved_wall(value: object) -> float:
+    """The checkpoint's wall time: a finite number of seconds >= 0 (0 when it has none)."""
+    if value is None:
+        return 0.0
+    try:
+        return check_number("wall", value, minimum=0)
+    except InvalidArgument:
+        raise CheckpointError(f"the checkpoint's wall={value!r} is not a finite number of "
+                              "seconds >= 0") from None  # fmt: skip
