@@ -34,10 +34,9 @@ from measured import header, write
 from tables.runs_at_a_time import pace
 
 from fl_async.bench.cli import add_arguments
-from fl_async.bench.export import is_records_folder
+from fl_async.bench.export import read_records
 from fl_async.bench.grid import DEFAULT_GRID
-from fl_async.bench.records import Records, load_records, split_records
-from fl_async.bench.report import load_runs
+from fl_async.bench.records import Records
 from fl_async.files import read_json
 
 HERE = Path(__file__).resolve().parent
@@ -83,13 +82,6 @@ SUITES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 CUT = ("claims-a-ls", "claims-b", "claims-s100")
 """The suites the amended protocol cut before any run (estimated, not run)."""
-
-
-def read_records(folder: Path) -> dict[str, Records]:
-    """A records folder's records, or those of a suite folder's finished runs."""
-    if is_records_folder(folder):
-        return load_records(folder)
-    return {split: split_records(runs, DEFAULT_GRID) for split, runs in load_runs(folder).items()}
 
 
 def wall_seconds(record: Mapping[str, Any]) -> float:
@@ -191,7 +183,7 @@ def main() -> None:
         source = plan["source"]
         folder = folders.get(source, SUITES_DIR / source)
         if source not in loaded:
-            loaded[source] = read_records(folder)
+            loaded[source] = read_records(folder, DEFAULT_GRID)
         split = loaded[source].get(plan["split"], {})
         estimate = suite_estimate(plan, split, tuned)
         shown = {"name": name, "folder": _shown(folder), "cut": name in CUT}

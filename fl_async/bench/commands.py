@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 from fl_async.bench.blocks import rewrite_tables
-from fl_async.bench.export import export_suite, is_records_folder, merge_suite
+from fl_async.bench.export import export_suite, is_records_folder, merge_suite, read_records
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.launch import Subprocesses
-from fl_async.bench.records import load_records, split_records
-from fl_async.bench.report import REPORT, load_runs, write_records_report, write_report
+from fl_async.bench.report import REPORT, write_records_report, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs
 from fl_async.bench.schedule import run_suite
 from fl_async.bench.sweep import SweepGrid
@@ -202,12 +201,10 @@ def write_choice(out: Path, grid: SweepGrid, strategies: tuple[str, ...], size: 
     and one line per strategy printed; 1 when a strategy got no choice."""
     try:
         if is_records_folder(out):
-            records = load_records(out)
             settings = read_json(out / SUITE_FILE, "suite file").get("settings") or {}
         else:
-            size = _recorded_grid(out, size)
-            records = {split: split_records(runs, size) for split, runs in load_runs(out).items()}
-            settings = _recorded_settings(out)
+            size, settings = _recorded_grid(out, size), _recorded_settings(out)
+        records = read_records(out, size or DEFAULT_GRID)
     except InvalidArgument as error:
         return error_exit(error)
     record = tuned_record(grid, strategies, records, settings)

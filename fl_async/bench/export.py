@@ -51,6 +51,14 @@ def is_records_folder(folder: Path) -> bool:
     return read_json(path, "suite file").get("format") == SUITE_FORMAT
 
 
+def read_records(folder: Path, grid_size: int) -> dict[str, Records]:
+    """A records folder's records, or those of a suite folder's finished runs on a grid of
+    ``grid_size`` points, by split."""
+    if is_records_folder(folder):
+        return load_records(folder)
+    return {split: split_records(runs, grid_size) for split, runs in load_runs(folder).items()}
+
+
 def suite_settings(out: Path) -> dict[str, Any]:
     """The settings and commands of the suite folder ``out`` (empty when it has no suite.json),
     without the machine's paths."""
