@@ -117,14 +117,21 @@ def test_the_registry_admits_an_asked_node_at_the_look_after_its_answer():
 
 
 def test_an_asked_node_is_keyed_by_its_node_id_after_the_quiet_period(monkeypatch):
-    monkeypatch.setattr(queries_module, "QUERY_QUIET", 0.2)
     grid = FakeGrid(quadratic_fleet(3, seed=3))
     registry = _registry_with_three_nodes(grid)
     grid.handlers[JOINER] = QuerySilent(joiner())
-    registry.arrivals_and_departures(grid, timeout=5, wait=False)
+    clock = [1000.0]  # the queries' clock, moved by hand
+    monkeypatch.setattr(queries_module.time, "time", lambda: clock[0])
+    registry.arrivals_and_departures(grid, timeout=300, wait=False)
+    clock[0] += queries_module.QUERY_QUIET - 1
     assert registry.admit_answered(grid) == []
-    time.sleep(0.25)
+    clock[0] += 1
     assert registry.admit_answered(grid) == [JOINER]
+    # at most the timeout, when that is shorter
+    grid.handlers[JOINER + 1] = QuerySilent(joiner(4))
+    registry.arrivals_and_departures(grid, timeout=5, wait=False)
+    clock[0] += 5
+    assert registry.admit_answered(grid) == [JOINER + 1]
 
 
 def test_a_node_that_leaves_before_it_answers_is_forgotten_and_asked_again_when_back():
