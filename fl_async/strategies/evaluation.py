@@ -11,7 +11,6 @@ model in force at a past time.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from logging import INFO
 
@@ -71,7 +70,7 @@ class StepBoundaries:
         self._recorder.last_eval_step = version
         metrics = self._central(version)
         if metrics is not None:
-            when = self._order.describe(self._recorder.wall_at(time.time()))
+            when = self._order.describe(self._recorder.elapsed())
             self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
 
     def _central(self, version: int) -> MetricRecord | None:

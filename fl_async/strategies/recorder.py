@@ -45,6 +45,10 @@ class Recorder:
         resumed or not, and those before its checkpoint in the runs it resumes."""
         return self.wall_before + moment - self.wall_start
 
+    def elapsed(self) -> float:
+        """The run's wall time now (``wall_at`` now)."""
+        return self.wall_at(time.time())
+
     def fault(self, kind: str, message: str) -> None:
         """Count and log a fault of ``kind``."""
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -69,7 +73,7 @@ class Recorder:
     def evaluation(self, version: int, metrics: MetricRecord, *, now: float, when: str) -> None:
         """Record a central evaluation of server step ``version`` and log it."""
         record = protocol.metric_record(
-            {**dict(metrics), "virtual-time": now, "wall-time": self.wall_at(time.time()),
+            {**dict(metrics), "virtual-time": now, "wall-time": self.elapsed(),
              "num-updates": self.num_updates}
         )  # fmt: skip
         self.result.evaluate_metrics_serverapp[version] = record
@@ -81,7 +85,7 @@ class Recorder:
         in force was server step ``version``."""
         self.result.evaluate_metrics_grid[index] = protocol.metric_record(
             {**dict(metrics), "virtual-time": at, "server-step": version,
-             "wall-time": self.wall_at(time.time()), "num-updates": self.num_updates}
+             "wall-time": self.elapsed(), "num-updates": self.num_updates}
         )  # fmt: skip
 
     def evaluated(self, version: int) -> bool:
@@ -106,7 +110,7 @@ class Recorder:
         result.num_updates = self.num_updates
         result.server_steps = server_steps
         result.virtual_time = now
-        result.wall_time = self.wall_at(time.time())
+        result.wall_time = self.elapsed()
         result.stopped_by = stop
         result.stop_detail = detail
         log(

@@ -51,7 +51,7 @@ class RunSnapshot:
             grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
             guard=self.guard.state_dict(),
             settings={"eval_every": self._eval_every, "patience": self._patience},
-            wall=rec.wall_at(time.time()),
+            wall=rec.elapsed(),
         )
 
     def _save_checkpoint(self) -> None:
