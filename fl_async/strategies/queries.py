@@ -54,9 +54,6 @@ class PendingQueries:
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._asked
 
-    def __len__(self) -> int:
-        return len(self._asked)
-
     def send(self, grid: Grid, node_ids: list[int], *, wait: float) -> None:
         """Ask ``node_ids`` for their identity; each is given up on after ``QUERY_QUIET``
         seconds, or ``wait`` if shorter (a query the SuperLink did not take: at that time too)."""
