@@ -200,11 +200,8 @@ def write_choice(out: Path, grid: SweepGrid, strategies: tuple[str, ...], size: 
     """A sweep's choice from the runs (or records) in ``out``, written to ``out/tuned.json``
     and one line per strategy printed; 1 when a strategy got no choice."""
     try:
-        if is_records_folder(out):
-            settings = read_json(out / SUITE_FILE, "suite file").get("settings") or {}
-        else:
-            size, settings = _recorded_grid(out, size), _recorded_settings(out)
-        records = read_records(out, size or DEFAULT_GRID)
+        settings = _recorded_settings(out)
+        records = read_records(out, _recorded_grid(out, size))
     except InvalidArgument as error:
         return error_exit(error)
     record = tuned_record(grid, strategies, records, settings)
