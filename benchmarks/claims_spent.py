@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from claims_compute import INPUT_ROUNDS
 from measured import header, write
 
 from fl_async.bench.records import load_records
@@ -59,7 +60,7 @@ def run_hours(suite: Mapping[str, Any], run: str) -> float:
     """The estimate's hours for one run of ``suite`` (a ``claims_compute`` suite entry), one at
     a time: its input's mean wall time over the input seeds x R / 10 x the factor."""
     walls = suite["inputs"][suite["runs"][run]]
-    scale = suite["rounds"] / 10 * suite["factor"]
+    scale = suite["rounds"] / INPUT_ROUNDS * suite["factor"]
     return sum(walls.values()) / len(walls) * scale / 3600
 
 
