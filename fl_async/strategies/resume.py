@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
 from logging import INFO
+from typing import Any
 
 from flwr.app import ArrayRecord, ConfigRecord
 from flwr.common.logger import log
@@ -130,11 +132,7 @@ class RunSnapshot:
         for name in ("eval_every", "patience"):
             if name not in saved or getattr(self, name) is not None:
                 continue  # a value given to this run is this run's
-            try:
-                value = check_int(name, saved[name], minimum=1)
-            except InvalidArgument:
-                raise CheckpointError(f"the checkpoint's {name}={saved[name]!r} is not a "
-                                      "positive int") from None  # fmt: skip
+            value = _checked(check_int, name, saved[name], "a positive int", minimum=1)
             setattr(self, f"_{name}", value)
 
     def _restore_nodes(self) -> None:
@@ -203,8 +201,14 @@ def _saved_wall(value: object) -> float:
     """The checkpoint's wall time: a finite number of seconds >= 0 (0 when it has none)."""
     if value is None:
         return 0.0
+    return _checked(check_number, "wall", value, "a finite number of seconds >= 0", minimum=0)
+
+
+def _checked(check: Callable[..., Any], name: str, value: object, what: str,
+             **bounds: Any) -> Any:  # fmt: skip
+    """``check(name, value, **bounds)``; a value it refuses is a checkpoint that cannot be
+    resumed (``CheckpointError``: "the checkpoint's NAME=VALUE is not WHAT")."""
     try:
-        return check_number("wall", value, minimum=0)
+        return check(name, value, **bounds)
     except InvalidArgument:
-        raise CheckpointError(f"the checkpoint's wall={value!r} is not a finite number of "
-                              "seconds >= 0") from None  # fmt: skip
+        raise CheckpointError(f"the checkpoint's {name}={value!r} is not {what}") from None
