@@ -48,10 +48,13 @@ from flower_processes import (
     spawn,
     tagged,
     wait_processes_gone,
+    wait_until,
 )
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr live here
 CONNECTION = "deploy"  # the connection name written to $FLWR_HOME/config.toml
+RECONNECTED = "Connection successful after"
+"""What a SuperNode logs when a call to the SuperLink succeeds after failed tries."""
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,26 @@ class FlowerDeployment:
         raise FlowerProcessError(
             f"{len(online)} of {count} SuperNodes online after the timeout:\n"
             + "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in self.supernodes.values())
+        )
+
+    def reconnections(self) -> dict[int, int]:
+        """Per SuperNode (by partition id), how often its log says it reached the SuperLink
+        after failed tries (``RECONNECTED``, logged by ``flwr.supercore.retry``)."""
+        return {p: proc.log().count(RECONNECTED) for p, proc in self.supernodes.items()}
+
+    def wait_reconnected(self, before: Mapping[int, int], timeout: float | None = None) -> None:
+        """Wait until every SuperNode has reconnected since ``before`` (``reconnections()``).
+
+        After a restart with ``database`` the SuperLink lists its SuperNodes online from its
+        database at once, while each may still be backing off (seen: 14 s), so
+        ``wait_for_nodes`` cannot tell that they are back.
+        """
+        wait_until(
+            lambda: all(n > before.get(p, 0) for p, n in self.reconnections().items()),
+            timeout=timeout or self.startup_timeout,
+            what=f"every SuperNode reconnected (before: {dict(before)})",
+            context=self.logs,
+            interval=0.5,
         )
 
     # ------------------------------------------------------------------------- flwr CLI

@@ -167,6 +167,9 @@ def check_each_update_once(updates: list[dict[str, Any]], crash: Crash, context:
     """Server steps 1..N without a gap or a repeat (ASGD steps once per accepted update), each
     (node, task) and (node, base version) once; the checkpoint's history kept as it was, its
     tasks in flight sent again and applied once each; both SuperNodes took part after."""
+    # First the updates in brief: a failure's summary line shows the start of its message.
+    brief = [(u["index"], u["stable-id"], u["iteration"]) for u in updates]
+    context = f"updates (index, stable id, iteration) {brief}, in flight {crash.in_flight}{context}"
     assert [u["index"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
     assert [u["server-step"] for u in updates] == list(range(1, NUM_UPDATES + 1)), context
     assert all(u["accepted"] for u in updates), context
@@ -177,7 +180,7 @@ def check_each_update_once(updates: list[dict[str, Any]], crash: Crash, context:
     kept = [{"index": i, **record} for i, record in sorted(crash.saved.train_metrics.items())]
     assert updates[:resumed_from] == kept, context
     after = [(u["stable-id"], u["iteration"]) for u in updates[resumed_from:]]
-    assert all(after.count(task) == 1 for task in crash.in_flight), (crash.in_flight, context)
+    assert all(after.count(task) == 1 for task in crash.in_flight), context
     assert {stable for stable, _ in after} == set(range(NUM_NODES)), context
 
 
@@ -258,8 +261,12 @@ def test_run_resumes_after_a_superlink_restart(
         Checkpointer(checkpoint_dir, None).claim()
 
         # Restart with the same command; the SuperNodes (known from the database) reconnect.
+        # The resumed run starts once both are back: one still backing off would join it late
+        # (its identify query not waited for), and the budget could be spent without it.
+        reconnections = deployment.reconnections()
         deployment.start_superlink(restart=True)
         restarted_at = time.monotonic()
+        deployment.wait_reconnected(reconnections)
         deployment.wait_for_nodes(NUM_NODES)
         result, context = resume(deployment, run_config, tmp_path)
         check_each_update_once(result["updates"], crash, context)
