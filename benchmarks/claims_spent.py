@@ -29,12 +29,11 @@ from typing import Any
 from claims_compute import INPUT_ROUNDS
 from measured import header, write
 
+from fl_async.app.results import STARTED_AT
 from fl_async.bench.records import load_records
 from fl_async.files import read_json
 
 HERE = Path(__file__).resolve().parent
-STARTED = "%Y-%m-%dT%H:%M:%S%z"
-"""The format of a record's ``run.started-at``."""
 
 
 def covered_seconds(intervals: Iterable[tuple[float, float]]) -> float:
@@ -52,7 +51,7 @@ def covered_seconds(intervals: Iterable[tuple[float, float]]) -> float:
 
 def interval(record: Mapping[str, Any]) -> tuple[float, float]:
     """The run's ``(start, end)`` in epoch seconds: its start and its strategy's wall time."""
-    start = datetime.strptime(record["run"]["started-at"], STARTED).timestamp()
+    start = datetime.strptime(record["run"]["started-at"], STARTED_AT).timestamp()
     return start, start + float(record["summary"]["wall-time"])
 
 

@@ -19,6 +19,8 @@ ACCURACY_PLOT = "accuracy.png"
 STALENESS_PLOT = "staleness.png"
 _FIGURE_SIZE = (6.4, 4.0)  # inches
 HISTORY_KEYS = ("stopped-by", "virtual-time", "evaluations", "updates")
+STARTED_AT = "%Y-%m-%dT%H:%M:%S%z"
+"""The ``time.strftime`` format of history.json's ``started-at`` (local time with its offset)."""
 """What every ``history.json`` holds, and what reading one back checks for."""
 
 

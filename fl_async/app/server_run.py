@@ -24,7 +24,7 @@ from torch import nn
 
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
-from fl_async.app.results import history_of, write_results
+from fl_async.app.results import STARTED_AT, history_of, write_results
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
 from fl_async.clients.device import limit_torch_threads, select_device
@@ -83,7 +83,7 @@ def run(grid: Grid, config: AppConfig) -> Path:
     _log_start(config, data, output)
     if strategy is not None and strategy.checkpoint_dir is not None:
         _log_checkpoints(config, strategy.checkpoint_dir, output)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    started = time.strftime(STARTED_AT)
     if strategy is None:
         result = _train_flower_fedavg(grid, config, model, data.test)
     else:
