@@ -24,6 +24,7 @@ from fl_async.bench.claims import (
 )
 from fl_async.bench.claims_table import budget_lines
 from fl_async.bench.paired import Run
+from fl_async.bench.records import make_record
 
 SEEDS = (30, 31, 32)
 
@@ -201,7 +202,6 @@ def test_one_seed_gives_no_interval_and_no_verdict_and_no_ssgd_tests_nothing() -
 
 def test_a_suite_still_running_shows_its_checks_incomplete_not_untested() -> None:
     from fl_async.bench.claims_table import read_splits
-    from fl_async.bench.records import make_record
 
     history = ssgd([0.1, 0.5, 0.6, 0.7, 0.8])
     history["dataset"] = {"name": "mnist", "test-examples": 20}
@@ -232,3 +232,26 @@ def test_a_claims_block_covers_every_split_and_names_itself() -> None:
         )
     (block,) = find_blocks(["<!-- generated claims from a b -->", "<!-- end generated -->"])
     assert block.name == "line 1 (generated claims from a b)"
+
+
+def _ended_early(stop: str, *, faults: dict | None = None, points: int = 2) -> dict:
+    """The record of a run over 4 grid points that stopped after ``points`` of them, its final
+    model at 0.1 (the model of a run that diverged: every node left, its updates non-finite)."""
+    history = run([0.6, 0.8, 0.85, 0.9])
+    history["grid-evaluations"] = history["grid-evaluations"][:points]
+    history.update({"stopped-by": stop, "final-accuracy": 0.1, "faults": faults or {},
+                    "dataset": {"name": "mnist", "test-examples": 20}})  # fmt: skip
+    return make_record(history)
+
+
+def test_a_run_that_ends_by_its_own_rule_keeps_its_final_model_to_the_end() -> None:
+    """Its seed ends it the same way again: judged with its final accuracy at the points after
+    its end, not left out for ever (which would leave every check on it incomplete)."""
+    held = paired.read_run(_ended_early("no-active-nodes"))
+    assert held is not None and held.correct == (12, 16, 2, 2) and held.tests == 20
+    assert paired.read_run(_ended_early("no-progress", points=0)).correct == (2, 2, 2, 2)
+    assert paired.read_run(_ended_early("deadlock")).final == 2
+    # cut off, or ended by the machine: run again, not judged meanwhile
+    assert paired.read_run(_ended_early("max-wall-time")) is None
+    assert paired.read_run(_ended_early("no-nodes")) is None
+    assert paired.read_run(_ended_early("no-active-nodes", faults={"timeout": 3})) is None
