@@ -19,9 +19,9 @@ ACCURACY_PLOT = "accuracy.png"
 STALENESS_PLOT = "staleness.png"
 _FIGURE_SIZE = (6.4, 4.0)  # inches
 HISTORY_KEYS = ("stopped-by", "virtual-time", "evaluations", "updates")
+"""What every ``history.json`` holds, and what reading one back checks for."""
 STARTED_AT = "%Y-%m-%dT%H:%M:%S%z"
 """The ``time.strftime`` format of history.json's ``started-at`` (local time with its offset)."""
-"""What every ``history.json`` holds, and what reading one back checks for."""
 
 
 def history_of(result: AsyncResult, **info: Any) -> dict[str, Any]:
