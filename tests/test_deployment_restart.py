@@ -139,6 +139,19 @@ def crash_superlink(
     return Crash(server_apps, crashed_step, saved, in_flight, killed_at)
 
 
+def restart_superlink(deployment: FlowerDeployment) -> float:
+    """Start the SuperLink again with the same command and wait until every SuperNode (known
+    from its database) has reconnected; when it was started (``time.monotonic``)."""
+    # The resumed run starts once both are back: one still backing off would join it late (its
+    # identify query not waited for), and the budget could be spent without it.
+    reconnections = deployment.reconnections()
+    deployment.start_superlink(restart=True)
+    restarted_at = time.monotonic()
+    deployment.wait_reconnected(reconnections)
+    deployment.wait_for_nodes(NUM_NODES)
+    return restarted_at
+
+
 def resume(
     deployment: FlowerDeployment, run_config: dict[str, Any], tmp_path: Path
 ) -> tuple[dict[str, Any], str]:
@@ -260,14 +273,7 @@ def test_run_resumes_after_a_superlink_restart(
         # restarted SuperLink, applying nothing.
         Checkpointer(checkpoint_dir, None).claim()
 
-        # Restart with the same command; the SuperNodes (known from the database) reconnect.
-        # The resumed run starts once both are back: one still backing off would join it late
-        # (its identify query not waited for), and the budget could be spent without it.
-        reconnections = deployment.reconnections()
-        deployment.start_superlink(restart=True)
-        restarted_at = time.monotonic()
-        deployment.wait_reconnected(reconnections)
-        deployment.wait_for_nodes(NUM_NODES)
+        restarted_at = restart_superlink(deployment)
         result, context = resume(deployment, run_config, tmp_path)
         check_each_update_once(result["updates"], crash, context)
         crashed_result = check_crashed_run_stayed_down(deployment, crash, tmp_path, superexec)
