@@ -64,3 +64,31 @@ def fake_heads(monkeypatch) -> list[FakeHead]:
 
     monkeypatch.setattr(local_ray, "RayHead", make)
     return made
+
+
+def flwr_processes(monkeypatch) -> list[subprocess.Popen]:
+    """Every ``flwr`` process started from now on, recorded as it starts: its ``returncode``
+    tells a process the launcher stopped (``-SIGTERM``) from one that ran to its end (0)."""
+    made: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, args, *rest, **kwargs):
+            super().__init__(args, *rest, **kwargs)
+            if isinstance(args, list | tuple) and args and args[0] == "flwr":
+                made.append(self)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    return made
+
+
+def stop_graces(monkeypatch) -> list[float | None]:
+    """The ``grace`` of each ``superlink.stop`` from now on (the real stop still runs)."""
+    graces: list[float | None] = []
+    real = superlink.stop
+
+    def stop(process, *, grace=None, **kwargs):
+        graces.append(grace)
+        return real(process, grace=grace, **kwargs)
+
+    monkeypatch.setattr(superlink, "stop", stop)
+    return graces

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_fakes import STUBBORN, fake_flwr, fake_superlinks
+from launch_fakes import STUBBORN, fake_flwr, fake_superlinks, flwr_processes, stop_graces
 
 from fl_async import cli
 from fl_async.app import launch, outcome, preflight, superlink
@@ -259,7 +259,8 @@ def test_after_the_last_line_flwr_run_and_the_superlink_are_stopped_at_once(tmp_
     monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
     args = launch.build_parser().parse_args(["--actors", "1"])
-    began = time.monotonic()
+    flwr, graces = flwr_processes(monkeypatch), stop_graces(monkeypatch)
     launch._launch(plan, args, None)  # 1: no history.json was written here
-    assert time.monotonic() - began < 15.0  # not the minute of flwr run, nor the 30-s grace
+    assert [p.returncode for p in flwr] == [-signal.SIGTERM]  # stopped, not its minute out
+    assert graces == [0.0]  # not the 30-s grace
     assert started[0].poll() == -signal.SIGKILL
