@@ -10,7 +10,6 @@ not there yet (its identify query comes back as Flower's "node unavailable") is 
 next listed, instead of being keyed by its node id for good.
 """
 
-import time
 from dataclasses import replace
 from itertools import pairwise
 
@@ -194,16 +193,16 @@ def test_a_start_with_no_node_admitted_within_the_timeout_says_so():
     """Every node misses every identify query until the timeout (or max_wall_time) ends the
     wait: a TimeoutError, not a setting resolved from no node."""
     nodes = {k: Unavailable(v, misses=10) for k, v in quadratic_fleet(NUM_NODES, seed=21).items()}
-    with pytest.raises(TimeoutError, match="no connected node was admitted .*within the timeout"):
+    admitted = "no connected node was admitted"
+    with pytest.raises(TimeoutError, match=rf"{admitted} .*within the timeout \(0.5 s\)$"):
         make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
                                 timeout=0.5, train_config=TRAIN)  # fmt: skip
     for node in nodes.values():
         node.misses = 10
-    started = time.monotonic()
-    with pytest.raises(TimeoutError, match="or max_wall_time"):
+    # max_wall_time ends the wait, not the 60-s timeout
+    with pytest.raises(TimeoutError, match=rf"{admitted} .*within max_wall_time \(0.5 s\)$"):
         make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
                                 timeout=60.0, train_config=TRAIN, max_wall_time=0.5)  # fmt: skip
-    assert time.monotonic() - started < 10  # max_wall_time, not the 60-s timeout
 
 
 def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp_path):

@@ -31,9 +31,11 @@ class NodeMembership:
         self._refresh_nodes(grid)
         while not len(self._registry):
             if time.time() > deadline or self._out_of_wall_time():
+                limit = (f"max_wall_time ({self._max_wall_time:g} s)" if self._out_of_wall_time()
+                         else f"the timeout ({self._timeout:g} s)")  # fmt: skip
                 raise TimeoutError(
                     "no connected node was admitted (answered the identify query, or was keyed "
-                    f"by its node id) within the timeout ({self._timeout:.0f} s) or max_wall_time"
+                    f"by its node id) within {limit}"
                 )
             time.sleep(0.1)
             self._refresh_nodes(grid, every=1.0)
