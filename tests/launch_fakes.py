@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fl_async.app import local_ray, superlink
@@ -66,9 +67,12 @@ def fake_heads(monkeypatch) -> list[FakeHead]:
     return made
 
 
-def flwr_processes(monkeypatch) -> list[subprocess.Popen]:
-    """Every ``flwr`` process started from now on, recorded as it starts: its ``returncode``
-    tells a process the launcher stopped (``-SIGTERM``) from one that ran to its end (0)."""
+def flwr_processes(
+    monkeypatch, on_start: Callable[[subprocess.Popen], object] | None = None
+) -> list[subprocess.Popen]:
+    """Every ``flwr`` process started from now on, recorded as it starts (and handed to
+    ``on_start``): its ``returncode`` tells a process the launcher stopped (``-SIGTERM``) from
+    one that ran to its end (0)."""
     made: list[subprocess.Popen] = []
 
     class Recorded(subprocess.Popen):
@@ -76,6 +80,8 @@ def flwr_processes(monkeypatch) -> list[subprocess.Popen]:
             super().__init__(args, *rest, **kwargs)
             if isinstance(args, list | tuple) and args and args[0] == "flwr":
                 made.append(self)
+                if on_start is not None:
+                    on_start(self)
 
     monkeypatch.setattr(subprocess, "Popen", Recorded)
     return made

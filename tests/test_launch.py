@@ -164,26 +164,20 @@ def test_sigterm_twice_stops_flwr_run_and_the_superlink_and_returns_130(tmp_path
     started = fake_superlinks(monkeypatch, bin_dir, STUBBORN)
     monkeypatch.setattr(superlink, "STOP_GRACE", 2.0)
     monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
-    flwr_runs: list[int] = []
-    real_popen = subprocess.Popen
 
-    def popen(command, *args, **kwargs):
-        process = real_popen(command, *args, **kwargs)
-        if command[0] == "flwr":
-            flwr_runs.append(process.pid)
-            # SIGTERM once the run has started, and again while the launcher cleans up.
-            for delay in (1.0, 1.5):
-                threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)).start()
-        return process
+    def sigterm_twice(process: subprocess.Popen) -> None:
+        # SIGTERM once the run has started, and again while the launcher cleans up.
+        for delay in (1.0, 1.5):
+            threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
-    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    flwr_runs = flwr_processes(monkeypatch, sigterm_twice)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
     args = launch.build_parser().parse_args(["--actors", "1"])
     before = signal.getsignal(signal.SIGTERM)
     assert launch._launch(plan, args, None) == 130
     assert signal.getsignal(signal.SIGTERM) is before
     assert started[0].poll() is not None  # the SuperLink was killed after its grace period
-    assert len(flwr_runs) == 1 and not _alive(flwr_runs[0])
+    assert len(flwr_runs) == 1 and not _alive(flwr_runs[0].pid)
 
 
 def _alive(pid: int) -> bool:
