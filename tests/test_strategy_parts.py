@@ -2,7 +2,6 @@
 checkpointer, recorder and task bases."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -120,15 +119,30 @@ def test_registry_identifies_nodes_and_retires_one_that_keeps_failing(monkeypatc
     assert [stable for stable, _ in registry.candidates()] == [0, 2]
 
 
-class TricklingGrid(FakeGrid):
-    """Answers come one per pull, ``gap`` seconds apart, as from many nodes on few actors."""
+class FakeClock:
+    """``time`` for the queries module: ``sleep`` moves ``time()`` on and nothing waits, so
+    the quiet period is measured on this clock, whatever the machine's load."""
 
-    def __init__(self, handlers, gap):
+    def __init__(self):
+        self.now = 0.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class TricklingGrid(FakeGrid):
+    """Answers come one per pull, ``gap`` seconds of ``clock`` apart, as from many nodes on
+    few actors."""
+
+    def __init__(self, handlers, gap, clock):
         super().__init__(handlers, max_delay=0)
-        self.gap = gap
+        self.gap, self.clock = gap, clock
 
     def pull_messages(self, message_ids):
-        time.sleep(self.gap)
+        self.clock.sleep(self.gap)
         return list(super().pull_messages(list(message_ids)[:1]))
 
 
@@ -136,22 +150,24 @@ def test_the_identify_query_waits_while_answers_keep_coming(monkeypatch):
     """20 answers 0.05 s apart take 1 s: more than the quiet period (0.3 s) but each comes
     within it, so every node is identified (no node falls back to its random node id)."""
     monkeypatch.setattr(queries_module, "QUERY_QUIET", 0.3)
+    monkeypatch.setattr(queries_module, "time", clock := FakeClock())
     registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
     with task_identity():
         admitted, _ = registry.arrivals_and_departures(
-            TricklingGrid(quadratic_fleet(20, seed=0), gap=0.05), timeout=30
+            TricklingGrid(quadratic_fleet(20, seed=0), gap=0.05, clock=clock), timeout=30
         )
     assert sorted(admitted) == list(range(20))
+    assert clock.now >= 20 * 0.05  # the answers took longer than the quiet period
 
 
 def test_the_identify_query_gives_up_on_a_silent_node_after_the_quiet_period(monkeypatch):
     monkeypatch.setattr(queries_module, "QUERY_QUIET", 0.3)
+    monkeypatch.setattr(queries_module, "time", clock := FakeClock())
     fleet = quadratic_fleet(4, seed=0, modes={2: "silent"})
     registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=3)
-    started = time.time()
     with task_identity():
         admitted, _ = registry.arrivals_and_departures(FakeGrid(fleet), timeout=30)
-    assert time.time() - started < 10  # not the 30-s timeout
+    assert 0.3 <= clock.now < 0.4  # the quiet period after the last answer, not the timeout
     silent = next(node_id for node_id, node in fleet.items() if node.partition_id == 2)
     assert sorted(admitted) == sorted([0, 1, 3, silent])  # keyed by its node id
 

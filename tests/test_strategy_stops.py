@@ -1,7 +1,5 @@
 """Every run ends by itself and says why: broken, misshapen, empty and hanging nodes."""
 
-import time
-
 import numpy as np
 import pytest
 from fakegrid import FakeGrid, initial_arrays, quadratic_fleet, task_identity
@@ -21,21 +19,21 @@ def _identity():
 
 def run(strategy, nodes, **kwargs):
     grid = FakeGrid(nodes)
-    started = time.time()
     result = strategy.start(grid, initial_arrays(), num_rounds=50, timeout=5,
                             train_config=TRAIN, **kwargs)  # fmt: skip
-    return result, grid, time.time() - started
+    return result, grid
 
 
 @pytest.mark.parametrize("preset", [ASGD, GSGM, SSGD])
 @pytest.mark.parametrize("mode", ["fail", "wrong_shape", "no_arrays"])
 def test_a_fleet_that_cannot_train_ends_the_run_with_its_reason(preset, mode):
     nodes = quadratic_fleet(4, seed=1, modes=dict.fromkeys(range(4), mode))
-    result, grid, seconds = run(preset(clock=VirtualClock(seed=0), min_nodes=4), nodes)
+    result, grid = run(preset(clock=VirtualClock(seed=0), min_nodes=4), nodes)
     assert result.stopped_by == "no-active-nodes" and not result.completed
     assert result.stopped_by in FAILED_STOPS
     assert "every node left the run after 5" in result.stop_detail
-    assert result.num_updates == 0 and seconds < 60
+    assert result.num_updates == 0
+    assert "timeout" not in result.faults  # each failure was read at once, none waited out
     # each node was tried max_failures (5) times, then left: no endless re-sending
     assert sum(1 for _, kind in grid.log if kind == "train") == 4 * 5
     assert all(np.isfinite(a).all() for a in result.arrays.to_numpy_ndarrays())
@@ -44,7 +42,7 @@ def test_a_fleet_that_cannot_train_ends_the_run_with_its_reason(preset, mode):
 def test_one_broken_node_leaves_and_the_others_finish_the_budget():
     nodes = quadratic_fleet(4, seed=2, modes={0: "fail"})
     strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=4, max_failures=3)
-    result, grid, _ = run(strategy, nodes)
+    result, grid = run(strategy, nodes)
     broken = next(k for k, n in nodes.items() if n.partition_id == 0)
     assert result.stopped_by == "budget" and result.completed
     assert sum(1 for node, kind in grid.log if node == broken and kind == "train") == 3
@@ -68,18 +66,16 @@ def test_max_wall_time_ends_a_run_waiting_on_a_hanging_node_before_its_timeout(p
     a node that hangs with a TTL of an hour does not keep a 1-second run alive."""
     nodes = quadratic_fleet(3, seed=3, modes={1: "silent"})
     strategy = preset(clock=VirtualClock(seed=0), min_nodes=3)
-    started = time.time()
     result = strategy.start(FakeGrid(nodes), initial_arrays(), num_rounds=50, timeout=3600,
                             train_config=TRAIN, max_wall_time=1.0)  # fmt: skip
-    assert result.stopped_by == "max-wall-time"
-    assert 1.0 <= result.wall_time and time.time() - started < 60
+    assert result.stopped_by == "max-wall-time" and result.wall_time >= 1.0
     assert result.faults.get("timeout", 0) == 0  # the hanging task was left, not timed out
 
 
 def test_no_accepted_update_for_patience_tasks_stops_with_no_progress():
     nodes = quadratic_fleet(3, seed=4, modes=dict.fromkeys(range(3), "nan"))
     strategy = GSGM(clock=VirtualClock(seed=0), min_nodes=3, max_failures=100, patience=7)
-    result, _, _ = run(strategy, nodes)
+    result, _ = run(strategy, nodes)
     assert result.stopped_by == "no-progress"
     assert result.stop_detail == "7 tasks in a row ended without an accepted update"
     assert result.rejected == {"non-finite": 7}
@@ -88,6 +84,6 @@ def test_no_accepted_update_for_patience_tasks_stops_with_no_progress():
 def test_a_rejection_for_staleness_is_not_held_against_the_node():
     nodes = quadratic_fleet(4, seed=5)
     strategy = ASGD(clock=VirtualClock(seed=3), min_nodes=4, max_staleness=0, max_failures=1)
-    result, _, _ = run(strategy, nodes, max_updates=20)
+    result, _ = run(strategy, nodes, max_updates=20)
     assert result.rejected.get("too-stale", 0) > 0
     assert result.stopped_by == "budget"
