@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fl_async.app.config import parse_run_config
-from fl_async.app.results import HISTORY, read_history
+from fl_async.app.results import HISTORY, STARTED_AT, read_history
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.scenarios import (
     BASELINE,
@@ -258,9 +258,7 @@ def record_call(out: Path, spec: SuiteSpec) -> None:
     """Add this call (time, command line, settings) to the suite folder's ``suite.json``."""
     path = out / SUITE_FILE
     suite = read_json(path, "suite file", keys=("calls",)) if path.is_file() else {"calls": []}
-    suite["calls"].append(
-        {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv, **spec.as_json()}
-    )
+    suite["calls"].append({"at": time.strftime(STARTED_AT), "argv": sys.argv, **spec.as_json()})
     suite["latest"] = spec.as_json()
     _write_json(path, suite)
 
