@@ -14,36 +14,49 @@ from fl_async.bench.grid import derive_grid
 from fl_async.bench.records import load_records
 from fl_async.cli import main
 
-TINY = [
-    "--scenario", "a",
-    "--splits", "dirichlet",
-    "--seeds", "0",
-    "--nodes", "4",
-    "--rounds", "2",
-    "--grid", "10",
-    # ASGD evaluated at every step too: its recorded grid must equal the one derived from
-    # its evaluations, as SSGD's is derived
-    "--run-config", "eval-every=1",
-    "--actors", "1",
-]  # fmt: skip
-"""The tiny suite's settings; the tiny sweep below uses them too, and starts from its runs."""
+
+def tiny(root: Path) -> list[str]:
+    """The tiny suite's settings, on Fashion-MNIST IDX files under ``root`` (read by
+    torchvision, so the bench passes ``--data-root`` through to every node); the tiny sweep
+    below uses them too, and starts from its runs."""
+    return [
+        "--scenario", "a",
+        "--splits", "dirichlet",
+        "--seeds", "0",
+        "--nodes", "4",
+        "--rounds", "2",
+        "--grid", "10",
+        # ASGD evaluated at every step too: its recorded grid must equal the one derived from
+        # its evaluations, as SSGD's is derived
+        "--run-config", "eval-every=1",
+        "--actors", "1",
+        "--dataset", "fashion-mnist",
+        "--data-root", str(root),
+    ]  # fmt: skip
 
 
 @pytest.mark.slow(seconds=130)
-def test_a_tiny_suite_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
-    """The tiny suite (SSGD and ASGD, seed 0) runs, resumes and reports; then a tiny sweep
-    starts from its runs. One test, so that the suite runs once (pytest-xdist's groups, which
-    kept two tests on one worker, do not hold under pytest 9.2)."""
-    argv = ["bench", *TINY, "--strategies", "ssgd,asgd", "--out", str(tmp_path / "suite")]
+def test_a_tiny_suite_on_fashion_mnist_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
+    """The tiny suite (SSGD and ASGD, seed 0) runs on another dataset than the default one,
+    resumes and reports; then a tiny sweep starts from its runs. One test, so that the suite
+    runs once (pytest-xdist's groups, which kept two tests on one worker, do not hold under
+    pytest 9.2)."""
+    root = tmp_path / "data"
+    make_idx_set(root, "FashionMNIST", compress=True, rng=np.random.default_rng(0), n_train=120)
+    settings = tiny(root)
+    argv = ["bench", *settings, "--strategies", "ssgd,asgd", "--out", str(tmp_path / "suite")]
     assert main(argv) == 0
-    _check_the_tiny_suite(argv)
-    _check_a_sweep_with_two_jobs(argv, tmp_path)
+    _check_the_tiny_suite(argv, root)
+    _check_a_sweep_with_two_jobs(settings, Path(argv[-1]), tmp_path)
 
 
-def _check_the_tiny_suite(argv: list[str]) -> None:
+def _check_the_tiny_suite(argv: list[str], root: Path) -> None:
     out = Path(argv[-1])
     ssgd = json.loads((out / "dirichlet" / "ssgd-seed0" / "history.json").read_text())
     asgd = json.loads((out / "dirichlet" / "asgd-seed0" / "history.json").read_text())
+    for history in (ssgd, asgd):
+        assert history["config"]["dataset"] == "fashion-mnist"
+        assert history["config"]["data-root"] == str(root)
     assert ssgd["stopped-by"] == "budget" and ssgd["num-updates"] == 8
     # ASGD gets SSGD's virtual time as its budget, and stops at the first reply past it
     assert asgd["stopped-by"] == "max-virtual-time"
@@ -59,6 +72,7 @@ def _check_the_tiny_suite(argv: list[str]) -> None:
     report = (out / "report.md").read_text()
     assert "| ssgd | 0 | " in report and "| asgd | 0 | " in report
     assert "grid of 10 equally spaced virtual times" in report and "no grid" not in report
+    assert "fashion-mnist, 4 nodes" in report
     assert (out / "dirichlet" / "accuracy.png").stat().st_size > 0
     runs = json.loads((out / "results.json").read_text())["dirichlet"]["runs"]
     assert runs["ssgd"]["0"]["time-ratio"] == 1.0
@@ -74,57 +88,28 @@ def _check_the_tiny_suite(argv: list[str]) -> None:
     assert (out / "dirichlet" / "asgd-seed0" / "history.json").stat().st_mtime == before
 
 
-@pytest.mark.slow(seconds=70)
-def test_a_suite_on_fashion_mnist_files_under_data_root(tmp_path: Path) -> None:
-    """The same suites on another dataset: Fashion-MNIST read by torchvision from its IDX files."""
-    root = tmp_path / "data"
-    make_idx_set(root, "FashionMNIST", compress=True, rng=np.random.default_rng(0), n_train=120)
-    out = tmp_path / "suite"
-    argv = [
-        "bench",
-        "--scenario", "a",
-        "--splits", "label-skew",
-        "--strategies", "ssgd,trendsmooth",
-        "--nodes", "5",
-        "--rounds", "2",
-        "--dataset", "fashion-mnist",
-        "--actors", "1",
-        "--data-root", str(root),
-        "--out", str(out),
-    ]  # fmt: skip
-    assert main(argv) == 0
-    for strategy in ("ssgd", "trendsmooth"):
-        run = out / "label-skew" / f"{strategy}-seed0"
-        history = json.loads((run / "history.json").read_text())
-        assert history["config"]["dataset"] == "fashion-mnist"
-        assert history["config"]["data-root"] == str(root)
-        assert history["num-updates"] > 0
-    assert len(history["grid-evaluations"]) == 40  # the default grid, for Trend-Smooth
-    assert "fashion-mnist, 5 nodes" in (out / "report.md").read_text()
-
-
-def _check_a_sweep_with_two_jobs(tiny_suite: list[str], tmp_path: Path) -> None:
+def _check_a_sweep_with_two_jobs(settings: list[str], suite: Path, tmp_path: Path) -> None:
     """2 strategies x 2 server rates x 1 seed: the tiny suite's two runs are the sweep's default
     points, and the other two run 2 at a time. Then one of them runs again alone (its directory
     removed, the sweep resumed with 1 job): the same records (but wall times), the same choice."""
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid.ssgd]\nlr = [1.0, 0.5]\n[grid.asgd]\nlr = ["auto", 0.5]\n')
     together, alone = tmp_path / "jobs2", tmp_path / "jobs1"
-    shutil.copytree(tiny_suite[-1], together)
-    records2, chosen2 = _sweep(grid, together, jobs=2)
+    shutil.copytree(suite, together)
+    records2, chosen2 = _sweep(settings, grid, together, jobs=2)
     shutil.copytree(together, alone)
     shutil.rmtree(alone / "dirichlet" / "asgd-lr0.5-seed0")
     (alone / "tuned.json").unlink()
-    records1, chosen1 = _sweep(grid, alone, jobs=1)
+    records1, chosen1 = _sweep(settings, grid, alone, jobs=1)
     assert set(records1["dirichlet"]) == {"ssgd", "ssgd-lr0.5", "asgd", "asgd-lr0.5"}
     assert records2 == records1
     assert chosen2 == chosen1 and set(chosen1) == {"ssgd", "asgd"}
 
 
-def _sweep(grid: Path, out: Path, *, jobs: int) -> tuple[object, dict]:
+def _sweep(settings: list[str], grid: Path, out: Path, *, jobs: int) -> tuple[object, dict]:
     """The tiny sweep over ``grid`` in ``out`` with ``jobs`` runs at once: its exported records
     without wall times, and the settings it chose."""
-    argv = ["bench", "--sweep", str(grid), *TINY, "--jobs", str(jobs), "--out", str(out)]
+    argv = ["bench", "--sweep", str(grid), *settings, "--jobs", str(jobs), "--out", str(out)]
     assert main(argv) == 0
     exported = out.with_name(f"{out.name}-records")
     assert main(["bench", "--out", str(out), "--export", str(exported)]) == 0
