@@ -41,6 +41,7 @@ from flower_deployment import FlowerDeployment  # noqa: E402
 from flower_processes import FlowerProcessError  # noqa: E402
 
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG  # noqa: E402
+from fl_async.app.results import STARTED_AT  # noqa: E402
 from fl_async.plotting import accuracy_axes, new_figure, save_figure  # noqa: E402
 from fl_async.validation import InvalidArgument, check_choice  # noqa: E402
 
@@ -256,7 +257,7 @@ def _result(
         verdict["meets-half-of-fedavg"] = candidates[best] <= fedavg / TARGET_SPEEDUP
     return {
         "benchmark": "fleet",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "date": time.strftime(STARTED_AT),
         "machine": {"python": platform.python_version(), "cpu": platform.processor()},
         "settings": {
             **vars(args),
