@@ -39,8 +39,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # the deployment helpers the deployment
 from flower_deployment import FlowerDeployment  # noqa: E402
 from flower_processes import FlowerProcess, FlowerProcessError  # noqa: E402
 
-from fl_async.app.results import STARTED_AT  # noqa: E402
-
 RESULTS = ROOT / "benchmarks" / "results" / "measured"
 MIB = 1024 * 1024
 
@@ -274,7 +272,7 @@ def _result(
     within = [m["growth"] is not None and m["growth"] <= args.memory_bound for m in (server, link)]
     return {
         "benchmark": "churn",
-        "date": time.strftime(STARTED_AT),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"python": platform.python_version(), "cpu": platform.processor()},
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "workdir")},
         "checks": {
