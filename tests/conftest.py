@@ -50,19 +50,9 @@ def publishes(monkeypatch):
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow tests first, the longest first (``slow(seconds=N)``: about N s on two workers; the
-    others in their files' order): the first worker takes them from the front, the others take
-    the short tests from the back (``two_lanes``), and the short slow tests are shared last."""
+    others in their files' order): both workers share them from the start, and the many short
+    tests fill in at the end, instead of one worker finishing a long test alone."""
     items.sort(key=_order)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadgroup`` (the test command's) hands the queue out from both ends
-    (``two_lanes``): one slow test at a time beside the fast ones, not two slow ones at once."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from two_lanes import TwoLanesScheduling
-
-    return TwoLanesScheduling(config, log)
 
 
 def _order(item: pytest.Item) -> tuple[bool, float]:
