@@ -12,9 +12,19 @@ from bench_fakes import SUITE, old, run, ssgd, write_runs
 
 from fl_async.bench import metrics, stats
 from fl_async.bench.grid import NO_GRID, derive_grid, grid_note, run_grid
-from fl_async.bench.report import load_runs, run_metrics, split_metrics, write_report
+from fl_async.bench.records import make_record
+from fl_async.bench.report import (
+    HELD,
+    load_runs,
+    record_metrics,
+    run_metrics,
+    split_metrics,
+    write_report,
+)
 from fl_async.bench.summary import summarize
+from fl_async.bench.sweep import SweepGrid
 from fl_async.bench.table import markdown_table, per_seed_table
+from fl_async.bench.tuning import score_points
 from fl_async.validation import InvalidArgument
 
 T_ODD = 141.12173816854033
@@ -159,6 +169,32 @@ def test_run_metrics_on_the_grid_relative_to_ssgd() -> None:
     short = run_metrics(cut, SUITE["ssgd"][0], 4)
     assert short["note"].startswith("grid 2/4 (stopped by max-wall-time")
     assert "final-accuracy" not in short and "sigma-acc" not in short
+
+
+def test_a_run_that_ends_by_its_own_rule_counts_at_its_final_accuracy() -> None:
+    """As the claims read it: a run that diverged and ended (every node left) is not left out of
+    the strategy's means, which would show only its good seeds; the tuning sweep's rule is not
+    changed by it (its point takes no part)."""
+    ended = run([0.6, 0.8, 0.85, 0.9])
+    ended["grid-evaluations"] = ended["grid-evaluations"][:2]
+    ended.update({"stopped-by": "no-active-nodes", "final-accuracy": 0.1})
+    found = run_metrics(ended, SUITE["ssgd"][0], 4)
+    assert found["grid-accuracies"] == [0.6, 0.8, 0.1, 0.1] and found["final-accuracy"] == 0.1
+    assert found["note"] == f"grid 2/4 (stopped by no-active-nodes at virtual time 401); {HELD}"
+    assert found["accuracy-difference"] == pytest.approx(0.1 - 0.8)
+    assert found["time-to-target"] == 200.0 and found["converged"] is False  # 0.8, then 0.1
+    row = summarize({"ssgd": {0: run_metrics(SUITE["ssgd"][0], None, 4)}, "mifa": {0: found}})[1]
+    assert (row["accuracy-mean"], row["grid-seeds"]) == (0.1, [0])
+    assert "final-accuracy" not in record_metrics(make_record(ended), hold_final=False)
+    names = {"mifa": {0: make_record(run([0.9] * 4))}, "mifa-lr0.5": {0: make_record(ended)}}
+    grid = SweepGrid(Path("grid.toml"), {"mifa": {"lr": ("auto", 0.5)}})
+    kept, held = score_points(grid, "mifa", {"dirichlet": names})
+    assert kept.finals == (0.9,) and held.finals == ()
+    assert held.missing == (f"dirichlet seed 0: {found['note'].removesuffix(f'; {HELD}')}",)
+    # ended by a fault, or by the machine: cut off, left out as before
+    for stop, faults in (("no-active-nodes", {"timeout": 3}), ("no-nodes", {})):
+        ended.update({"stopped-by": stop, "faults": faults})
+        assert "final-accuracy" not in run_metrics(ended, SUITE["ssgd"][0], 4)
 
 
 def test_summary_table_with_intervals() -> None:

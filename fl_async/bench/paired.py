@@ -9,16 +9,14 @@ no verdict turns on floating-point rounding (docs/bench.md, "The claims study").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from fl_async.bench import metrics, stats
-from fl_async.bench.grid import RECORDED, Grid
-from fl_async.bench.records import Record, record_grid
+from fl_async.bench.records import Record, comparison_grid
+from fl_async.bench.records import (  # re-exported: the protocol's amendment names it here
+    held_to_the_end as held_to_the_end,
+)
 
-ENDED_BY_ITS_RULE = frozenset({"no-active-nodes", "no-progress", "deadlock"})
-"""The stops (of ``FAILED_STOPS``) a run reaches by its own rule: its updates rejected until every
-node left or none was accepted, or its dispatch policy letting no node start. (``no-nodes``, no
-node taking a task within the timeout, is the machine's.)"""
 POINT_DIGITS = 1
 """Accuracy differences (points) and grid-index differences are printed, and judged, to 0.1."""
 GAIN_DIGITS = 2
@@ -44,37 +42,12 @@ class Run:
 def read_run(record: Record) -> Run | None:
     """The run of ``record``; None when its grid is missing or it was cut before the budget's end
     (a run that ended by its own rule keeps its final model to the end: ``held_to_the_end``)."""
-    grid = record_grid(record)
+    grid = comparison_grid(record)
     if grid is None or not grid.complete:
-        grid = held_to_the_end(record, grid)
-    if grid is None:
         return None
     tests = int(record["run"]["dataset"]["test-examples"])
     correct = tuple(round(accuracy * tests) for accuracy in grid.accuracies)
     return Run(correct, tests, metrics.sigma_acc(grid.times, grid.accuracies, grid.budget))
-
-
-def held_to_the_end(record: Record, grid: Grid | None) -> Grid | None:
-    """The whole grid of a run that ended by its own rule before the budget's end (a stop in
-    ``ENDED_BY_ITS_RULE``, no fault recorded: its seed ends it the same way again): no update came
-    after its end, so its final model is in force at every later point, which takes its final
-    accuracy. None for any other unfinished run (cut off, or ended by a fault: run it again)."""
-    fields, config = record["summary"], record["config"]
-    final = fields.get("final-accuracy")
-    if fields.get("stopped-by") not in ENDED_BY_ITS_RULE or fields.get("faults") or final is None:
-        return None
-    if grid is None:  # it ended before the first point
-        size, budget = int(config.get("eval-grid") or 0), float(config.get("max-virtual-time") or 0)
-        grid = Grid(size, budget, (), (), (), RECORDED)
-    missing = range(len(grid.times) + 1, grid.size + 1)
-    if not missing or grid.budget <= 0:
-        return None
-    return replace(
-        grid,
-        times=grid.times + tuple(grid.budget * i / grid.size for i in missing),
-        accuracies=grid.accuracies + (float(final),) * len(missing),
-        walls=grid.walls + (None,) * len(missing),
-    )
 
 
 def read_runs(records: Mapping[str, Mapping[int, Record]]) -> dict[str, dict[int, Run]]:

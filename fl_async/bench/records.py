@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fl_async.bench import metrics
 from fl_async.bench.grid import (
     DEFAULT_GRID,
+    RECORDED,
     Grid,
     budget_of,
     grid_note,
@@ -48,6 +50,10 @@ RUN_INFO = (
 MACHINE_KEYS = ("output-dir", "data-root", "data-download")
 """Run-config keys left out of a record: the paths of the machine that ran it and whether it
 fetched its data, not settings of the run."""
+ENDED_BY_ITS_RULE = frozenset({"no-active-nodes", "no-progress", "deadlock"})
+"""The stops (of ``FAILED_STOPS``) a run reaches by its own rule: its updates rejected until every
+node left or none was accepted, or its dispatch policy letting no node start. (``no-nodes``, no
+node taking a task within the timeout, is the machine's.)"""
 _LINE = 200
 """A container with no nested one whose JSON fits in this many characters takes one line."""
 
@@ -197,6 +203,38 @@ def record_grid(record: Record) -> Grid | None:
         walls=tuple(None if p["wall-time"] is None else float(p["wall-time"]) for p in points),
         source=section["source"],
     )
+
+
+def held_to_the_end(record: Record, grid: Grid | None) -> Grid | None:
+    """The whole grid of a run that ended by its own rule before the budget's end (a stop in
+    ``ENDED_BY_ITS_RULE``, no fault recorded: its seed ends it the same way again): no update came
+    after its end, so its final model is in force at every later point, which takes its final
+    accuracy. None for any other unfinished run (cut off, or ended by a fault: run it again)."""
+    fields, config = record["summary"], record["config"]
+    final = fields.get("final-accuracy")
+    if fields.get("stopped-by") not in ENDED_BY_ITS_RULE or fields.get("faults") or final is None:
+        return None
+    if grid is None:  # it ended before the first point
+        size, budget = int(config.get("eval-grid") or 0), float(config.get("max-virtual-time") or 0)
+        grid = Grid(size, budget, (), (), (), RECORDED)
+    missing = range(len(grid.times) + 1, grid.size + 1)
+    if not missing or grid.budget <= 0:
+        return None
+    return replace(
+        grid,
+        times=grid.times + tuple(grid.budget * i / grid.size for i in missing),
+        accuracies=grid.accuracies + (float(final),) * len(missing),
+        walls=grid.walls + (None,) * len(missing),
+    )
+
+
+def comparison_grid(record: Record, *, hold_final: bool = True) -> Grid | None:
+    """The run's grid (``record_grid``), completed by ``held_to_the_end`` when it ended by its
+    own rule and ``hold_final``; a grid cut off stays incomplete."""
+    grid = record_grid(record)
+    if hold_final and (grid is None or not grid.complete):
+        return held_to_the_end(record, grid) or grid
+    return grid
 
 
 def record_note(record: Record, grid: Grid | None) -> str | None:

@@ -20,6 +20,7 @@ from fl_async.bench.records import (
     Record,
     Records,
     any_record,
+    comparison_grid,
     dirichlet_alpha,
     load_records,
     machines_line,
@@ -39,6 +40,8 @@ REPORT = "report.md"
 RESULTS = "results.json"
 ACCURACY_PLOT = "accuracy.png"
 STALENESS_PLOT = "staleness.png"
+HELD = "ended by its own rule: its final accuracy holds at the later grid points"
+"""Added to the note of a run whose grid ``held_to_the_end`` completes."""
 LOWER_TARGET = 0.9
 """The second time-to-accuracy target, as a fraction of SSGD's final accuracy."""
 
@@ -74,15 +77,20 @@ def run_metrics(
     return record_metrics(make_record(history, grid_size), base)
 
 
-def record_metrics(record: Record, baseline: Record | None = None) -> dict[str, Any]:
+def record_metrics(
+    record: Record, baseline: Record | None = None, *, hold_final: bool = True
+) -> dict[str, Any]:
     """The metrics of one run on its comparison grid; those relative to SSGD need ``baseline``
     (same split and seed). A run with no grid, or with a grid it stopped before finishing (a
     wall-time limit, a failure), gets a ``note`` and no accuracy figure: its last point is not
-    a final accuracy, and its seed drops out of the paired comparisons."""
-    grid = record_grid(record)
+    a final accuracy, and its seed drops out of the paired comparisons. A run that ended by its
+    own rule keeps its final accuracy at the later points (``held_to_the_end``), unless
+    ``hold_final`` is False (the tuning sweep's rule, fixed before: such a point takes no part)."""
+    own = record_grid(record)
+    grid = comparison_grid(record, hold_final=hold_final)
     summary = record["summary"]
     found: dict[str, Any] = {
-        "note": record_note(record, grid),
+        "note": record_note(record, own),
         "mean-staleness": summary["staleness-mean"],
         "max-staleness": summary["staleness-max"],
         "applied": summary["applied"],
@@ -95,8 +103,10 @@ def record_metrics(record: Record, baseline: Record | None = None) -> dict[str, 
     }
     if grid is None or not grid.complete:
         return found
+    if own is None or not own.complete:  # completed by held_to_the_end
+        found["note"] += f"; {HELD}"
     found.update(grid_metrics(grid))
-    base = None if baseline is None else record_grid(baseline)
+    base = None if baseline is None else comparison_grid(baseline, hold_final=hold_final)
     if base is not None:
         found.update(relative_metrics(grid, base))
     return found

@@ -88,7 +88,7 @@ def score_points(
         finals, sigmas, missing = [], [], []
         for split, seed in pairs:
             record = records.get(split, {}).get(name, {}).get(seed)
-            found = {} if record is None else record_metrics(record)
+            found = {} if record is None else record_metrics(record, hold_final=False)
             if found.get("final-accuracy") is None or found.get("sigma-acc") is None:
                 why = "no run" if record is None else found.get("note") or "no final accuracy"
                 missing.append(f"{split} seed {seed}: {why}")
