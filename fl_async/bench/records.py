@@ -209,7 +209,8 @@ def held_to_the_end(record: Record, grid: Grid | None) -> Grid | None:
     """The whole grid of a run that ended by its own rule before the budget's end (a stop in
     ``ENDED_BY_ITS_RULE``, no fault recorded: its seed ends it the same way again): no update came
     after its end, so its final model is in force at every later point, which takes its final
-    accuracy. None for any other unfinished run (cut off, or ended by a fault: run it again)."""
+    accuracy. None for a complete grid and for any other unfinished run (cut off, or ended by a
+    fault: run it again)."""
     fields, config = record["summary"], record["config"]
     final = fields.get("final-accuracy")
     if fields.get("stopped-by") not in ENDED_BY_ITS_RULE or fields.get("faults") or final is None:
@@ -232,9 +233,7 @@ def comparison_grid(record: Record, *, hold_final: bool = True) -> Grid | None:
     """The run's grid (``record_grid``), completed by ``held_to_the_end`` when it ended by its
     own rule and ``hold_final``; a grid cut off stays incomplete."""
     grid = record_grid(record)
-    if hold_final and (grid is None or not grid.complete):
-        return held_to_the_end(record, grid) or grid
-    return grid
+    return (held_to_the_end(record, grid) if hold_final else None) or grid
 
 
 def record_note(record: Record, grid: Grid | None) -> str | None:

@@ -22,6 +22,7 @@ from fl_async.bench.records import (
     any_record,
     comparison_grid,
     dirichlet_alpha,
+    held_to_the_end,
     load_records,
     machines_line,
     make_record,
@@ -87,7 +88,8 @@ def record_metrics(
     own rule keeps its final accuracy at the later points (``held_to_the_end``), unless
     ``hold_final`` is False (the tuning sweep's rule, fixed before: such a point takes no part)."""
     own = record_grid(record)
-    grid = comparison_grid(record, hold_final=hold_final)
+    held = held_to_the_end(record, own) if hold_final else None  # None for a complete grid
+    grid = held or own
     summary = record["summary"]
     found: dict[str, Any] = {
         "note": record_note(record, own),
@@ -103,7 +105,7 @@ def record_metrics(
     }
     if grid is None or not grid.complete:
         return found
-    if own is None or not own.complete:  # completed by held_to_the_end
+    if held is not None:
         found["note"] += f"; {HELD}"
     found.update(grid_metrics(grid))
     base = None if baseline is None else comparison_grid(baseline, hold_final=hold_final)
