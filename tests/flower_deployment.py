@@ -53,8 +53,11 @@ from flower_processes import (
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr live here
 CONNECTION = "deploy"  # the connection name written to $FLWR_HOME/config.toml
-RECONNECTED = "Connection successful after"
-"""What a SuperNode logs when a call to the SuperLink succeeds after failed tries."""
+RECONNECTED = ("Connection successful after", "`RUNNING` status")
+"""What a SuperNode logs when the SuperLink answers after failed tries: a call succeeds, or the
+SuperLink refuses it with 403 because the run is no longer running (``flwr.supercore.retry``
+gives up on that answer without logging a success; seen after a restart, which fails the run
+whose reply the node was pushing)."""
 
 
 @dataclass(frozen=True)
@@ -307,9 +310,10 @@ class FlowerDeployment:
         )
 
     def reconnections(self) -> dict[int, int]:
-        """Per SuperNode (by partition id), how often its log says it reached the SuperLink
-        after failed tries (``RECONNECTED``, logged by ``flwr.supercore.retry``)."""
-        return {p: proc.log().count(RECONNECTED) for p, proc in self.supernodes.items()}
+        """Per SuperNode (by partition id), how often its log says the SuperLink answered it
+        after failed tries (any of ``RECONNECTED``)."""
+        logs = {p: proc.log() for p, proc in self.supernodes.items()}
+        return {p: sum(log.count(marker) for marker in RECONNECTED) for p, log in logs.items()}
 
     def wait_reconnected(self, before: Mapping[int, int], timeout: float | None = None) -> None:
         """Wait until every SuperNode has reconnected since ``before`` (``reconnections()``).
