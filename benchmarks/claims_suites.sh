@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The claims study's evaluation suites (benchmarks/RESULTS.md, "The claims study"), in the
-# protocol's order, two runs at a time (the histories are the same as one at a time, but for
+# protocol's order, two runs at a time by default (the histories are the same as one at a time, but for
 # wall times; what that gains is measured in RESULTS.md, "Runs at a time"). Run it from a git
 # worktree at the protocol's commit:
 #
-#   [RECORDS=RECORDS_DIR] bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
+#   [RECORDS=RECORDS_DIR] [JOBS=N] bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
 #   bash benchmarks/claims_suites.sh --export SUITES_DIR RECORDS_DIR
 #
 # SUITES_DIR: a folder outside the worktree, where each suite folder is made. SUITE: run only
@@ -13,7 +13,8 @@
 # five, in this order. Stopped at any point, the same command starts only the runs each suite
 # lacks, and a run cut off resumes from its last checkpoint (every CHECKPOINT server steps; a run
 # cut before its first starts again), to the history it would have written uninterrupted. No run
-# has a wall-time limit.
+# has a wall-time limit. JOBS: runs at a time (default 2, the protocol's); 1 where a session's
+# end loses the checkpoints: a run alone goes at about twice the pace, so fewer are cut off.
 #
 # A machine whose disk does not outlive the session keeps only what was committed. RECORDS_DIR
 # (the main checkout's benchmarks/results/suites) holds the suites' records folders: a run that
@@ -32,7 +33,12 @@ SUITES=${1:?$USAGE}
 shift
 RECORDS=${RECORDS:-}
 PYTHON=${PYTHON:-.venv/bin/python}
-BENCH=("$PYTHON" -m fl_async.cli bench --seeds 40,41,42,43,44,45,46,47,48,49 --jobs 2)
+JOBS=${JOBS:-2}
+if [[ ! $JOBS =~ ^[1-9][0-9]*$ ]]; then
+  echo "claims_suites.sh: JOBS=$JOBS; allowed: a whole number of runs at a time, 1 or more" >&2
+  exit 2
+fi
+BENCH=("$PYTHON" -m fl_async.cli bench --seeds 40,41,42,43,44,45,46,47,48,49 --jobs "$JOBS")
 
 # Budgets: SSGD rounds chosen by the budget rule on development seeds 0-2 (RESULTS.md).
 R_A_DIR=30

@@ -170,3 +170,28 @@ def test_export_adds_every_finished_run_to_the_records_folders(tmp_path: Path) -
         f"-m fl_async.cli bench --out {suites}/claims-s30 --export {records}/claims-s30",
         f"-m fl_async.cli bench --out {suites}/claims-b --export {records}/claims-b --merge",
     ]
+
+
+def test_jobs_sets_the_runs_at_a_time_and_a_bad_value_is_refused(tmp_path: Path) -> None:
+    """Two at a time by default, JOBS=1 one at a time; anything but a whole number of runs is
+    refused, naming it, before any suite starts."""
+    fake, log = _fake_python(tmp_path)
+    for jobs in (None, "1", "two", "0"):
+        env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake)} | ({"JOBS": jobs} if jobs else {})
+        done = subprocess.run(
+            ["bash", str(SCRIPT), str(tmp_path / jobs_dir(jobs)), "claims-alpha0.5"], cwd=ROOT,
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        if jobs in ("two", "0"):
+            assert done.returncode == 2
+            assert f"JOBS={jobs}; allowed: a whole number of runs at a time" in done.stderr
+            assert not (tmp_path / jobs_dir(jobs)).exists()
+        else:
+            assert done.returncode == 0, done.stderr
+    default, one = log.read_text().splitlines()
+    assert " --jobs 2 " in default and " --jobs 1 " in one
+
+
+def jobs_dir(jobs: str | None) -> str:
+    """A suites folder per JOBS value tried."""
+    return f"suites-{jobs or 'default'}"
