@@ -10,7 +10,8 @@
 # SUITES_DIR: a folder outside the worktree, where each suite folder is made. SUITE: run only
 # these (claims-a-dir, claims-alpha0.05, claims-alpha0.5, claims-alpha1.0, claims-s30, and the
 # suites the amended protocol cut: claims-a-ls, claims-b, claims-s100); default: the protocol's
-# five, in this order. Stopped at any point, the same command starts only the runs each suite
+# five, in this order; a failed run does not stop the suites after it (exit 1 at the end,
+# naming its suite). Stopped at any point, the same command starts only the runs each suite
 # lacks, and a run cut off resumes from its last checkpoint (every CHECKPOINT server steps; a run
 # cut before its first starts again), to the history it would have written uninterrupted. No run
 # has a wall-time limit. JOBS: runs at a time (default 2, the protocol's); 1 where a session's
@@ -130,7 +131,18 @@ for name in "${@:-${PROTOCOL[@]}}"; do # every name checked before any suite sta
     exit 2
   fi
 done
+# A suite with a failed run does not hold up the next (the same command runs that run again);
+# an interrupt (exit 130) stops here.
+failed=()
 for name in "${@:-${PROTOCOL[@]}}"; do
-  run_suite "$name"
+  run_suite "$name" || {
+    status=$?
+    if ((status == 130)); then exit 130; fi
+    failed+=("$name (exit $status)")
+  }
 done
+if ((${#failed[@]})); then
+  echo "== done $(date -u +%FT%TZ); runs failed in: ${failed[*]}; the same command runs them again" >&2
+  exit 1
+fi
 echo "== done $(date -u +%FT%TZ)"

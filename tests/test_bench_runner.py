@@ -216,3 +216,35 @@ def test_report_only(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert grid_size() == 5 and grid_size("--grid", "3") == 3  # the suite's, or --grid
     assert "scenario b (30 nodes" in (tmp_path / "report.md").read_text()
     assert cli_run(parse("--out", str(tmp_path / "missing"), "--report-only")) == 2
+
+
+class EndsByItsRule(FakeLaunch):
+    """ASGD's runs exit 1 after writing a history stopped by ``no-active-nodes``; on seed 1 with a
+    fault recorded too (the machine's doing: a failed run)."""
+
+    def __call__(self, command: list[str], log: Path) -> int:
+        status = super().__call__(command, log)
+        config = self.configs[-1]
+        if config["strategy"] != "asgd":
+            return status
+        path = Path(config["output-dir"], "history.json")
+        history = json.loads(path.read_text())
+        history["stopped-by"] = "no-active-nodes"
+        history["faults"] = {"timeout": 3} if config["seed"] == 1 else {}
+        path.write_text(json.dumps(history))
+        return 1
+
+
+def test_a_run_ended_by_its_own_rule_is_finished_and_says_so(tmp_path: Path) -> None:
+    """The app exits 1 when every node left; its history is the run's end, not a failure. With a
+    fault recorded, the same stop is a failed run."""
+    lines: list[str] = []
+    outcome = run_suite(spec(), tmp_path, launch=EndsByItsRule(), echo=lines.append)
+    splits = ("dirichlet", "label-skew")
+    assert sorted(outcome.failed) == sorted(run_dir(tmp_path, s, "asgd", 1) for s in splits)
+    assert len(outcome.ran) == 6 and all(run_dir(tmp_path, s, "asgd", 0) in outcome.ran
+                                         for s in splits)  # fmt: skip
+    ended = [line for line in lines if "ended by its own rule" in line]
+    assert len(ended) == 2 and all("(no-active-nodes) in 0 s: " in line for line in ended)
+    assert "dirichlet seed 0 asgd, final accuracy 50.0%" in ended[0]
+    assert sum("failed (exit 1)" in line for line in lines) == 2

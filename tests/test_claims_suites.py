@@ -195,3 +195,27 @@ def test_jobs_sets_the_runs_at_a_time_and_a_bad_value_is_refused(tmp_path: Path)
 def jobs_dir(jobs: str | None) -> str:
     """A suites folder per JOBS value tried."""
     return f"suites-{jobs or 'default'}"
+
+
+def test_a_suite_with_a_failed_run_does_not_stop_the_next_but_an_interrupt_does(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    # the first suite's bench call exits $FIRST (1: a run failed; 130: interrupted)
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+                    f'[[ $* == *claims-alpha0.5* ]] && exit $FIRST\nexit 0\n')  # fmt: skip
+    fake.chmod(0o755)
+    said = {}
+    for first, code, calls in (("1", 1, 2), ("130", 130, 1)):
+        log.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["bash", str(SCRIPT), str(tmp_path / "s"), "claims-alpha0.5", "claims-alpha1.0"],
+            cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "FIRST": first},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == code, done.stderr
+        assert len(log.read_text().splitlines()) == calls
+        said[first] = done.stderr
+    assert "runs failed in: claims-alpha0.5 (exit 1); the same command runs them" in said["1"]
+    assert "runs failed in" not in said["130"]

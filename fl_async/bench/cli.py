@@ -221,8 +221,8 @@ def _add_budget_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or resume) the suite or sweep, then write its report (and a sweep's choice); or only
-    the report, the export or the tables. 2 on bad input, 1 if a run failed (or, with --check, a
-    table is out of date; or a sweep could choose no setting for a strategy)."""
+    the report, the export or the tables. 2 on bad input, 1 if a run failed (not by its own
+    rule; or, with --check, a table is out of date; or a sweep could choose no setting)."""
     if args.tables is not None:
         return run_tables(Path(args.tables), check=args.check)
     ray_address = None

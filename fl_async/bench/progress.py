@@ -89,16 +89,19 @@ class Progress:
         accuracy: float | None,
         queued: Sequence[str],
         where: object = "",
+        rule: str | None = None,
     ) -> None:
-        """A run ended with exit code ``status`` (0: done, with its final ``accuracy``);
-        ``queued`` names the runs not started yet, for the estimate."""
+        """A run ended with exit code ``status`` (0: done, with its final ``accuracy``), or ended
+        by its own ``rule`` (a stop reason: finished too); ``queued`` names the runs not started
+        yet, for the estimate."""
         number, started = self._running.pop(label)
         wall = self.clock() - started
         head = f"bench: run {number} of {self.total}"
-        if status == 0:
+        if status == 0 or rule is not None:
             self.finished.setdefault(preset_of(label.strategy), []).append(wall)
             shown = "no accuracy" if accuracy is None else f"final accuracy {100 * accuracy:.1f}%"
-            line = f"{head} done in {format_duration(wall)}: {label}, {shown}"
+            how = "done" if rule is None else f"ended by its own rule ({rule})"
+            line = f"{head} {how} in {format_duration(wall)}: {label}, {shown}"
         else:
             line = (
                 f"{head} failed (exit {status}) after {format_duration(wall)}: {label}; see {where}"

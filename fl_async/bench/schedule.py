@@ -23,7 +23,14 @@ from fl_async.app.results import HISTORY, read_history
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
-from fl_async.bench.records import Record, Records, load_records, made_with, summary
+from fl_async.bench.records import (
+    ENDED_BY_ITS_RULE,
+    Record,
+    Records,
+    load_records,
+    made_with,
+    summary,
+)
 from fl_async.bench.runner import (
     BASELINE,
     RUN_LOG,
@@ -233,13 +240,30 @@ class _Loop:
         if error is not None:
             with (planned.directory / RUN_LOG).open("a") as log:
                 log.write(f"\nfl-async bench: the run could not be started: {error!r}\n")
-        (self.outcome.ran if status == 0 else self.outcome.failed).append(planned.directory)
+        # a run that ended by its own rule exits 1 but is finished: its seed ends it so again
+        rule = _own_rule_stop(planned.directory) if status != 0 and error is None else None
+        done = status == 0 or rule is not None
+        (self.outcome.ran if done else self.outcome.failed).append(planned.directory)
         queued = [p.label.strategy for p in self.pending]
-        accuracy = _final_accuracy(planned.directory) if status == 0 else None
-        self.progress.finish(planned.label, status, accuracy, queued, planned.directory / RUN_LOG)
+        accuracy = _final_accuracy(planned.directory) if done else None
+        where = planned.directory / RUN_LOG
+        self.progress.finish(planned.label, status, accuracy, queued, where, rule=rule)
 
 
 def _final_accuracy(directory: Path) -> float | None:
     """The run's final accuracy (its last central evaluation), as its record would say."""
     value = summary(read_history(directory / HISTORY))["final-accuracy"]
     return None if value is None else float(value)
+
+
+def _own_rule_stop(directory: Path) -> str | None:
+    """How a run that exited non-zero ended, when by its own rule (``ENDED_BY_ITS_RULE``, no
+    fault recorded, its history written); None for a run that failed (no or a damaged history)."""
+    if not is_done(directory):
+        return None
+    try:
+        fields = summary(read_history(directory / HISTORY))
+    except InvalidArgument:
+        return None
+    stop = fields["stopped-by"]
+    return stop if stop in ENDED_BY_ITS_RULE and not fields["faults"] else None
