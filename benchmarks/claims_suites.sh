@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The claims study's evaluation suites (benchmarks/RESULTS.md, "The claims study"), in the
-# protocol's order, two runs at a time by default (the histories are the same as one at a time, but for
-# wall times; what that gains is measured in RESULTS.md, "Runs at a time"). Run it from a git
-# worktree at the protocol's commit:
+# protocol's order, two runs at a time by default (the histories are the same as one at a time,
+# but for wall times; what that gains is measured in RESULTS.md, "Runs at a time"). Run it from a
+# git worktree at the protocol's commit:
 #
 #   [RECORDS=RECORDS_DIR] [JOBS=N] bash benchmarks/claims_suites.sh SUITES_DIR [SUITE ...]
 #   bash benchmarks/claims_suites.sh --export SUITES_DIR RECORDS_DIR
@@ -142,7 +142,8 @@ for name in "${@:-${PROTOCOL[@]}}"; do
   }
 done
 if ((${#failed[@]})); then
-  echo "== done $(date -u +%FT%TZ); runs failed in: ${failed[*]}; the same command runs them again" >&2
+  echo "== done $(date -u +%FT%TZ); runs failed in: ${failed[*]};" \
+    "the same command runs them again" >&2
   exit 1
 fi
 echo "== done $(date -u +%FT%TZ)"

@@ -125,11 +125,12 @@ def test_no_committed_run_outside_the_study_used_its_evaluation_seeds() -> None:
     assert len(seeds) == 10 and used and not seeds & used, sorted(seeds & used)
 
 
-def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
-    """A stand-in for the suites' Python that logs each call's arguments, one line per call."""
+def _fake_python(tmp_path: Path, then: str = "") -> tuple[Path, Path]:
+    """A stand-in for the suites' Python that logs each call's arguments, one line per call,
+    then runs the bash line ``then``."""
     log = tmp_path / "calls.log"
     fake = tmp_path / "python"
-    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n')
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n{then}\n')
     fake.chmod(0o755)
     return fake, log
 
@@ -200,12 +201,8 @@ def jobs_dir(jobs: str | None) -> str:
 def test_a_suite_with_a_failed_run_does_not_stop_the_next_but_an_interrupt_does(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "calls.log"
-    fake = tmp_path / "python"
     # the first suite's bench call exits $FIRST (1: a run failed; 130: interrupted)
-    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
-                    f'[[ $* == *claims-alpha0.5* ]] && exit $FIRST\nexit 0\n')  # fmt: skip
-    fake.chmod(0o755)
+    fake, log = _fake_python(tmp_path, "[[ $* == *claims-alpha0.5* ]] && exit $FIRST\nexit 0")
     said = {}
     for first, code, calls in (("1", 1, 2), ("130", 130, 1)):
         log.unlink(missing_ok=True)

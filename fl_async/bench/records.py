@@ -205,6 +205,12 @@ def record_grid(record: Record) -> Grid | None:
     )
 
 
+def ended_by_its_rule(fields: Mapping[str, Any]) -> bool:
+    """Whether a run's ``summary`` fields say it ended by its own rule: a stop in
+    ``ENDED_BY_ITS_RULE``, no fault recorded (its seed ends it the same way again)."""
+    return fields.get("stopped-by") in ENDED_BY_ITS_RULE and not fields.get("faults")
+
+
 def held_to_the_end(record: Record, grid: Grid | None) -> Grid | None:
     """The whole grid of a run that ended by its own rule before the budget's end (a stop in
     ``ENDED_BY_ITS_RULE``, no fault recorded: its seed ends it the same way again): no update came
@@ -213,7 +219,7 @@ def held_to_the_end(record: Record, grid: Grid | None) -> Grid | None:
     fault: run it again)."""
     fields, config = record["summary"], record["config"]
     final = fields.get("final-accuracy")
-    if fields.get("stopped-by") not in ENDED_BY_ITS_RULE or fields.get("faults") or final is None:
+    if not ended_by_its_rule(fields) or final is None:
         return None
     if grid is None:  # it ended before the first point
         size, budget = int(config.get("eval-grid") or 0), float(config.get("max-virtual-time") or 0)

@@ -24,9 +24,9 @@ from fl_async.bench.export import is_records_folder
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
 from fl_async.bench.records import (
-    ENDED_BY_ITS_RULE,
     Record,
     Records,
+    ended_by_its_rule,
     load_records,
     made_with,
     summary,
@@ -240,30 +240,29 @@ class _Loop:
         if error is not None:
             with (planned.directory / RUN_LOG).open("a") as log:
                 log.write(f"\nfl-async bench: the run could not be started: {error!r}\n")
-        # a run that ended by its own rule exits 1 but is finished: its seed ends it so again
-        rule = _own_rule_stop(planned.directory) if status != 0 and error is None else None
+        # status 0 leaves a history (run_one); another may too, when the run ended by its own
+        # rule: the app exits 1, but the run is finished, as its seed ends it so again
+        fields = _summary(planned.directory, status) if error is None else None
+        rule = None
+        if status != 0 and fields is not None and ended_by_its_rule(fields):
+            rule = fields["stopped-by"]
         done = status == 0 or rule is not None
         (self.outcome.ran if done else self.outcome.failed).append(planned.directory)
         queued = [p.label.strategy for p in self.pending]
-        accuracy = _final_accuracy(planned.directory) if done else None
+        final = fields["final-accuracy"] if done and fields is not None else None
+        accuracy = None if final is None else float(final)
         where = planned.directory / RUN_LOG
         self.progress.finish(planned.label, status, accuracy, queued, where, rule=rule)
 
 
-def _final_accuracy(directory: Path) -> float | None:
-    """The run's final accuracy (its last central evaluation), as its record would say."""
-    value = summary(read_history(directory / HISTORY))["final-accuracy"]
-    return None if value is None else float(value)
-
-
-def _own_rule_stop(directory: Path) -> str | None:
-    """How a run that exited non-zero ended, when by its own rule (``ENDED_BY_ITS_RULE``, no
-    fault recorded, its history written); None for a run that failed (no or a damaged history)."""
+def _summary(directory: Path, status: int) -> dict | None:
+    """The ended run's ``summary`` (its final accuracy is its last central evaluation, as its
+    record says); for a run that exited non-zero, None without a readable history."""
+    if status == 0:
+        return summary(read_history(directory / HISTORY))
     if not is_done(directory):
         return None
     try:
-        fields = summary(read_history(directory / HISTORY))
+        return summary(read_history(directory / HISTORY))
     except InvalidArgument:
         return None
-    stop = fields["stopped-by"]
-    return stop if stop in ENDED_BY_ITS_RULE and not fields["faults"] else None
