@@ -48,16 +48,10 @@ from flower_processes import (
     spawn,
     tagged,
     wait_processes_gone,
-    wait_until,
 )
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr live here
 CONNECTION = "deploy"  # the connection name written to $FLWR_HOME/config.toml
-RECONNECTED = ("Connection successful after", "`RUNNING` status")
-"""What a SuperNode logs when the SuperLink answers after failed tries: a call succeeds, or the
-SuperLink refuses it with 403 because the run is no longer running (``flwr.supercore.retry``
-gives up on that answer without logging a success; seen after a restart, which fails the run
-whose reply the node was pushing)."""
 
 
 @dataclass(frozen=True)
@@ -307,27 +301,6 @@ class FlowerDeployment:
         raise FlowerProcessError(
             f"{len(online)} of {count} SuperNodes online after the timeout:\n"
             + "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in self.supernodes.values())
-        )
-
-    def reconnections(self) -> dict[int, int]:
-        """Per SuperNode (by partition id), how often its log says the SuperLink answered it
-        after failed tries (any of ``RECONNECTED``)."""
-        logs = {p: proc.log() for p, proc in self.supernodes.items()}
-        return {p: sum(log.count(marker) for marker in RECONNECTED) for p, log in logs.items()}
-
-    def wait_reconnected(self, before: Mapping[int, int], timeout: float | None = None) -> None:
-        """Wait until every SuperNode has reconnected since ``before`` (``reconnections()``).
-
-        After a restart with ``database`` the SuperLink lists its SuperNodes online from its
-        database at once, while each may still be backing off (seen: 14 s), so
-        ``wait_for_nodes`` cannot tell that they are back.
-        """
-        wait_until(
-            lambda: all(n > before.get(p, 0) for p, n in self.reconnections().items()),
-            timeout=timeout or self.startup_timeout,
-            what=f"every SuperNode reconnected (before: {dict(before)})",
-            context=self.logs,
-            interval=0.5,
         )
 
     # ------------------------------------------------------------------------- flwr CLI

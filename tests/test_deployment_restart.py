@@ -26,9 +26,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,13 @@ TIMEOUT = 60.0
 """A task's timeout (its message's TTL). Every task starts a ClientApp process that imports torch:
 a second or two on an idle machine, over 20 s on a loaded one, where a 20-s TTL expired a
 reply that was on its way (seen in a CI run beside three benchmark suites)."""
+RECONNECTED = ("Connection successful after", "`RUNNING` status")
+"""What a SuperNode logs when the SuperLink answers after failed tries: a call succeeds, or the
+SuperLink refuses it with 403 because the run is no longer running (``flwr.supercore.retry``
+gives up on that answer without logging a success; seen after a restart, which fails the run
+whose reply the node was pushing)."""
+PUSHED = re.compile(r"\[Fleet\.PushMessages\] Push replies from node_id=(\d+)")
+"""What a SuperLink logs (INFO) as a SuperNode pushes a reply; the node's ID."""
 
 
 def command(pid: int) -> str:
@@ -139,15 +148,55 @@ def crash_superlink(
     return Crash(server_apps, crashed_step, saved, in_flight, killed_at)
 
 
+def reconnections(deployment: FlowerDeployment) -> dict[int, int]:
+    """Per SuperNode (by partition id), how often its log says the SuperLink answered it after
+    failed tries (any of ``RECONNECTED``)."""
+    logs = {p: proc.log() for p, proc in deployment.supernodes.items()}
+    return {p: sum(log.count(marker) for marker in RECONNECTED) for p, log in logs.items()}
+
+
+def node_id(deployment: FlowerDeployment, partition: int) -> str | None:
+    """The node ID a SuperNode logged as it started (None before that)."""
+    found = re.search(r"SuperNode ID: (\d+)", deployment.supernodes[partition].log())
+    return found[1] if found else None
+
+
+def wait_reconnected(deployment: FlowerDeployment, before: Mapping[int, int]) -> None:
+    """Wait until every SuperNode is back since ``before`` (``reconnections``): its log says it
+    reconnected, or the SuperLink now running logged a push from it.
+
+    After a restart with ``database`` the SuperLink lists its SuperNodes online from its database
+    at once, while each may still be backing off (seen: 14 s), so ``wait_for_nodes`` cannot tell
+    that they are back. A node busy training all the while the SuperLink was down fails no call,
+    so it logs no reconnection (seen in CI): its first push to the new SuperLink is the sign.
+    """
+
+    def back() -> bool:
+        assert deployment.superlink is not None
+        pushed = set(PUSHED.findall(deployment.superlink.log()))
+        return all(
+            n > before.get(p, 0) or node_id(deployment, p) in pushed
+            for p, n in reconnections(deployment).items()
+        )
+
+    wait_until(
+        back,
+        timeout=deployment.startup_timeout,
+        what=f"every SuperNode reconnected (before: {dict(before)})",
+        context=deployment.logs,
+        interval=0.5,
+    )
+
+
 def restart_superlink(deployment: FlowerDeployment) -> float:
     """Start the SuperLink again with the same command and wait until every SuperNode (known
     from its database) has reconnected; when it was started (``time.monotonic``)."""
     # The resumed run starts once both are back: one still backing off would join it late (its
     # identify query not waited for), and the budget could be spent without it.
-    reconnections = deployment.reconnections()
+    before = reconnections(deployment)
     deployment.start_superlink(restart=True)
     restarted_at = time.monotonic()
-    deployment.wait_reconnected(reconnections)
+    wait_reconnected(deployment, before)
     deployment.wait_for_nodes(NUM_NODES)
     return restarted_at
 
