@@ -171,12 +171,13 @@ def wait_reconnected(deployment: FlowerDeployment, before: Mapping[int, int]) ->
     so it logs no reconnection (seen in CI): its first push to the new SuperLink is the sign.
     """
 
+    ids = {p: node_id(deployment, p) for p in deployment.supernodes}  # logged as they started
+
     def back() -> bool:
         assert deployment.superlink is not None
         pushed = set(PUSHED.findall(deployment.superlink.log()))
         return all(
-            n > before.get(p, 0) or node_id(deployment, p) in pushed
-            for p, n in reconnections(deployment).items()
+            n > before.get(p, 0) or ids[p] in pushed for p, n in reconnections(deployment).items()
         )
 
     wait_until(
