@@ -131,6 +131,8 @@ def test_the_budget_rule_reads_the_last_two_quarters_of_ssgd() -> None:
     assert lines[-1].endswith("| +1.0 [+1.0, +1.0] | 3 | 3 | holds |")
     steep = curve(*[500] * 4, *[800] * 2, *[811] * 2)
     assert budget_lines([split({"ssgd": every_seed(steep)})])[-1].endswith("| 0 | 3 | fails |")
+    one_seed = {"ssgd": {SEEDS[0]: climbing}}
+    assert budget_lines([split(one_seed)])[-1].endswith("| 1 | 1 | incomplete (1 of 3 seeds) |")
     # a curve falling at the end counts as flat, and does not cancel one still climbing
     assert paired.climbing([-2.6, 1.5, 2.6]) == 1.4
     assert paired.climbing([-0.0, 0.0]) == 0.0

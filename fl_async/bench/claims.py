@@ -9,6 +9,7 @@ every rule; the constants below are its thresholds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,7 +50,9 @@ class Split:
     @property
     def link(self) -> str:
         """A Markdown link to the heading above the split's generated table."""
-        return f"[{self.folder}, {self.name}](#{self.folder}-{self.name})"
+        # the heading's anchor as GitHub and MkDocs make it: a dot (claims-alpha0.05) is dropped
+        anchor = re.sub(r"[^\w\- ]", "", f"{self.folder}-{self.name}".lower()).replace(" ", "-")
+        return f"[{self.folder}, {self.name}](#{anchor})"
 
 
 @dataclass(frozen=True)

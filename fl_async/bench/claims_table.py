@@ -158,6 +158,8 @@ def budget_lines(splits: Sequence[Split]) -> list[str]:
         values = [paired.flatness(run) for run in runs]
         mean = paired.climbing(values)
         rule = "holds" if mean <= FLAT else "fails"
+        if len(values) < len(split.seeds):  # judged on every seed or not at all, as the claims
+            rule = f"incomplete ({len(values)} of {len(split.seeds)} seeds)"
         flat = sum(value <= FLAT for value in values)
         lines.append(
             f"| {split.link} | {mean:+.1f} [{min(values):+.1f}, {max(values):+.1f}] "
