@@ -130,16 +130,16 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
     },
     "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
     "trendsmooth": {
-        "lr": "auto", "base": "sgd", "beta": 0.9, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,
-        "trend-decay": 0.9, "shrink": 0.5, **_STALENESS,
+        "lr": PRESET_DEFAULT, "base": "sgd", "beta": 0.9, "beta1": 0.9, "beta2": 0.999,
+        "eps": 1e-08, "trend-decay": 0.9, "shrink": 0.5, **_STALENESS,
     },
     "fedasync": {"alpha": 0.6, **_STALENESS, "proximal-mu": 0.0},
     "fedbuff": {
-        "buffer-size": "auto", "lr": 1.0, "server-momentum": 0.0, **_STALENESS,
+        "buffer-size": "auto", "lr": 2.0, "server-momentum": 0.0, **_STALENESS,
         "combine": "mean", "trim": 0.2,
     },
     "dcasgd": {
-        "lr": "auto", "lam": 0.04, "adaptive": False, "lam0": 2.0, "ms-decay": 0.95, **_STALENESS,
+        "lr": 0.2, "lam": 0.04, "adaptive": False, "lam0": 2.0, "ms-decay": 0.95, **_STALENESS,
     },
     "ssgd": {"lr": 1.0, "combine": "mean", "trim": 0.2},
     "odsgd": {"lr": 1.0, "local-lr": "auto", "warmup-steps": 0},

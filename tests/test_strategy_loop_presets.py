@@ -119,9 +119,12 @@ def test_every_preset_runs_with_no_arguments_but_the_clock():
 def test_auto_learning_rates_resolve_with_the_number_of_nodes():
     nodes = quadratic_fleet(4)
     cases = [
-        (ASGD(), 1 / 4), (DCASGD(), 1 / 4), (GSGM(), 0.1 / 4), (GSGM(momentum=0.5), 0.5 / 4),
-        (TrendSmooth(), 1 / 4), (TrendSmooth(base="momentum", beta=0.8), 0.2 / 4),
-        (TrendSmooth(base="adam"), 0.01), (ASP(), 1 / 4),
+        (ASGD(), 1 / 4), (DCASGD(lr="auto"), 1 / 4), (GSGM(), 0.1 / 4),
+        (GSGM(momentum=0.5), 0.5 / 4), (TrendSmooth(lr="auto"), 1 / 4),
+        (TrendSmooth(base="momentum", beta=0.8), 0.2 / 4), (TrendSmooth(base="adam"), 0.01),
+        (ASP(), 1 / 4),
+        # the claims study's tuned rates: fixed, whatever N
+        (DCASGD(), 0.2), (TrendSmooth(), 0.2), (TrendSmooth(base="sgd", lr=0.5), 0.5),
     ]  # fmt: skip
     for strategy, lr in cases:
         strategy.min_nodes = 4
@@ -129,7 +132,7 @@ def test_auto_learning_rates_resolve_with_the_number_of_nodes():
         assert strategy.aggregator.lr == pytest.approx(lr)
     fedbuff = FedBuff(min_nodes=4)
     run(fedbuff, nodes, num_rounds=1)
-    assert fedbuff.aggregator.buffer_size == 4
+    assert fedbuff.aggregator.buffer_size == 4 and fedbuff.aggregator.lr == 2.0
     assert ASGD(lr=0.5).aggregator.lr == 0.5
 
 
