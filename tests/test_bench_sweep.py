@@ -30,6 +30,10 @@ TWELVE = (
     *("mifa", "ca2fl", "fadas"),
 )
 
+CHANGED = {"dcasgd": "-lrauto", "fedbuff": "-lr1.0", "trendsmooth": "-lrauto"}
+"""The presets whose default rate the claims study changed after the committed sweep ran: the
+name their default of then now has."""
+
 
 def grid_file(tmp_path: Path, text: str, name: str = "grid.toml") -> Path:
     path = tmp_path / name
@@ -103,8 +107,18 @@ def test_the_committed_presets_grid_gives_every_preset_the_same_size() -> None:
     assert len(grid.grid) == 12 and grid.size() == 4
     here = tuple(name for name in grid.grid if name in STRATEGIES)
     assert check_strategies(grid, here) == here and sorted(here) == sorted(TWELVE)
-    for strategy in TWELVE:  # the default ("auto") is a point: tuned beside it
-        assert strategy in [point_name(strategy, p) for p in grid.points(strategy)]
+    for strategy in TWELVE:  # the default of the sweep's time is a point: tuned beside it
+        names = [point_name(strategy, p) for p in grid.points(strategy)]
+        assert f"{strategy}{CHANGED.get(strategy, '')}" in names, strategy
+    # the three the claims study changed: the new default is a point too (trendsmooth's
+    # "default" is lr 0.2 with its sgd base, a number in the grid)
+    assert "dcasgd" in names_of(grid, "dcasgd") and "fedbuff" in names_of(grid, "fedbuff")
+    assert "trendsmooth-lr0.2" in names_of(grid, "trendsmooth")
+    assert point_name("trendsmooth", {"trendsmooth.lr": "default"}) == "trendsmooth"
+
+
+def names_of(grid, strategy: str) -> list[str]:
+    return [point_name(strategy, p) for p in grid.points(strategy)]
 
 
 # ------------------------------------------------------------------------------ selection
