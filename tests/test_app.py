@@ -86,15 +86,19 @@ def test_every_preset_builds_from_the_defaults():
 
 
 def test_hyperparameters_reach_the_preset():
-    config = parse_run_config({"strategy": "fedbuff", "fedbuff.buffer-size": 5, "fedbuff.lr": 2})
+    config = parse_run_config({"strategy": "fedbuff", "fedbuff.buffer-size": 5, "fedbuff.lr": 3})
     assert config.hyperparameters["buffer_size"] == 5
-    assert config.hyperparameters["lr"] == 2.0  # TOML's 2 for a float
+    assert config.hyperparameters["lr"] == 3.0  # TOML's 3 for a float
     assert "staleness" not in config.hyperparameters  # "default": the preset's own
     strategy = server_run.build_strategy(config, clock=None)
     assert isinstance(strategy, FedBuff) and strategy.aggregator.buffer_size == 5
     gsgm = parse_run_config({"gsgm.lr": 0.01, "gsgm.max-staleness": 4})
     assert gsgm.hyperparameters["lr"] == 0.01 and gsgm.hyperparameters["max_staleness"] == 4
     assert DEFAULTS["gsgm.staleness"] == PRESET_DEFAULT
+    # Trend-Smooth's "default" rate depends on its base: left to the preset (0.2 with sgd)
+    trend = parse_run_config({"strategy": "trendsmooth"})
+    assert "lr" not in trend.hyperparameters
+    assert server_run.build_strategy(trend, clock=None).aggregator.lr == 0.2
 
 
 @pytest.mark.parametrize(
