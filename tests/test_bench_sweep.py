@@ -108,8 +108,7 @@ def test_the_committed_presets_grid_gives_every_preset_the_same_size() -> None:
     here = tuple(name for name in grid.grid if name in STRATEGIES)
     assert check_strategies(grid, here) == here and sorted(here) == sorted(TWELVE)
     for strategy in TWELVE:  # the default of the sweep's time is a point: tuned beside it
-        names = [point_name(strategy, p) for p in grid.points(strategy)]
-        assert f"{strategy}{CHANGED.get(strategy, '')}" in names, strategy
+        assert f"{strategy}{CHANGED.get(strategy, '')}" in names_of(grid, strategy), strategy
     # the three the claims study changed: the new default is a point too (trendsmooth's
     # "default" is lr 0.2 with its sgd base, a number in the grid)
     assert "dcasgd" in names_of(grid, "dcasgd") and "fedbuff" in names_of(grid, "fedbuff")
