@@ -109,3 +109,26 @@ def test_the_report_names_the_kinds_of_cpu_the_runs_were_made_on(tmp_path: Path)
     path.write_text(path.read_text().replace('"run": {', '"run": {"machine": {"cpu": "Xeon"}, ', 1))
     write_records_report(records, "t")
     assert "Runs made: 1 on Xeon." in (records / "report.md").read_text()
+
+
+def test_the_report_names_each_seeds_busiest_node(tmp_path: Path) -> None:
+    from fl_async.bench.records import busiest_node_line
+
+    out = tmp_path / "out"
+    suite(out, FakeLaunch(), seeds=(0, 1))
+    records = tmp_path / "records"
+    export_suite(out, records)
+    found = load_records(records)["dirichlet"]
+    for seed in (0, 1):
+        found["asgd"][seed]["run"].pop("partitions", None)
+    assert busiest_node_line(found) == []  # no partition sizes: no line
+    found["asgd"][0]["run"]["partitions"] = {"sizes": [400, 1, 30]}
+    found["asgd"][0]["node-updates"] = {"0": 10, "1": 85, "2": 5}
+    found["asgd"][1]["run"]["partitions"] = {"sizes": [200, 300]}
+    found["asgd"][1]["node-updates"] = {"0": 20, "1": 20, "7": 1}  # a tie: the lower id; 7 unknown
+    assert busiest_node_line(found) == [
+        "Busiest node of ASGD's runs (examples it held, its share of the replies): "
+        "seed 0: 1, 85%; seed 1: 200, 49%."
+    ]
+    found["asgd"][1]["node-updates"] = {"9": 3}  # a node id that is no partition: seed left out
+    assert busiest_node_line(found)[0].endswith("seed 0: 1, 85%.")

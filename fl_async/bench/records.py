@@ -27,7 +27,7 @@ from fl_async.bench.grid import (
     grid_points,
     split_grid_size,
 )
-from fl_async.bench.scenarios import STRATEGIES, is_run_name
+from fl_async.bench.scenarios import STABILITY_BASELINE, STRATEGIES, is_run_name
 from fl_async.config import DEFAULTS
 from fl_async.files import read_json
 from fl_async.validation import InvalidArgument
@@ -117,6 +117,29 @@ def machines_line(records: Records) -> list[str]:
         return []
     shown = ", ".join(f"{count} on {kind}" for kind, count in sorted(kinds.items()))
     return [f"Runs made: {shown}."]
+
+
+def busiest_node_line(records: Records) -> list[str]:
+    """A line giving, per seed of ASGD's runs, the examples held by the node that sent the most
+    replies and its share of them: how far one node's speed dominated the seed (a node with
+    few examples finishes its tasks soonest under the virtual clock)."""
+    shown = []
+    for seed, record in sorted(records.get(STABILITY_BASELINE, {}).items()):
+        counts = record.get("node-updates") or {}
+        sizes = (record["run"].get("partitions") or {}).get("sizes") or []
+        if not counts or not sizes:
+            continue
+        busiest = max(counts, key=lambda node: (counts[node], -int(node)))
+        if not 0 <= int(busiest) < len(sizes):
+            continue
+        share = counts[busiest] / sum(counts.values())
+        shown.append(f"seed {seed}: {sizes[int(busiest)]}, {100 * share:.0f}%")
+    if not shown:
+        return []
+    return [
+        f"Busiest node of ASGD's runs (examples it held, its share of the replies): "
+        f"{'; '.join(shown)}."
+    ]
 
 
 def made_with(record: Record, config: Mapping[str, Any]) -> bool:

@@ -20,6 +20,7 @@ from fl_async.bench.records import (
     Record,
     Records,
     any_record,
+    busiest_node_line,
     comparison_grid,
     dirichlet_alpha,
     held_to_the_end,
@@ -307,6 +308,7 @@ def _body(records: Records, rows: Sequence[Mapping[str, Any]], per_run: PerRun) 
         *_budget_lines(records, per_run),
         *_variant_lines(records),
         *machines_line(records),
+        *busiest_node_line(records),
         "",
         markdown_table(rows),
     ]
