@@ -130,5 +130,5 @@ def test_the_report_names_each_seeds_busiest_node(tmp_path: Path) -> None:
         "Busiest node of ASGD's runs (examples it held, its share of the replies): "
         "seed 0: 1, 85%; seed 1: 200, 49%."
     ]
-    found["asgd"][1]["node-updates"] = {"9": 3}  # a node id that is no partition: seed left out
+    found["asgd"][1]["node-updates"] = {"9": 3, "x": 5}  # no partition's id: seed left out
     assert busiest_node_line(found)[0].endswith("seed 0: 1, 85%.")

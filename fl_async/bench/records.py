@@ -125,15 +125,15 @@ def busiest_node_line(records: Records) -> list[str]:
     few examples finishes its tasks soonest under the virtual clock)."""
     shown = []
     for seed, record in sorted(records.get(STABILITY_BASELINE, {}).items()):
-        counts = record.get("node-updates") or {}
+        counts = {int(k): n for k, n in (record.get("node-updates") or {}).items() if k.isdigit()}
         sizes = (record["run"].get("partitions") or {}).get("sizes") or []
         if not counts or not sizes:
             continue
-        busiest = max(counts, key=lambda node: (counts[node], -int(node)))
-        if not 0 <= int(busiest) < len(sizes):
+        busiest = max(counts, key=lambda node: (counts[node], -node))
+        if busiest >= len(sizes):  # a node id that names no partition (a deployment's)
             continue
         share = counts[busiest] / sum(counts.values())
-        shown.append(f"seed {seed}: {sizes[int(busiest)]}, {100 * share:.0f}%")
+        shown.append(f"seed {seed}: {sizes[busiest]}, {100 * share:.0f}%")
     if not shown:
         return []
     return [
