@@ -99,6 +99,10 @@ def _large(converged_seeds: dict[str, int]) -> Split:
 def test_only_gsgm_converges_is_refuted_by_one_baseline_and_needs_all_to_hold() -> None:
     assert converges_alone(_large({"gsgm": 3, "asgd": 2})).verdict is False  # 2 of 3 > 40%
     assert converges_alone(_large({"gsgm": 3, "asgd": 1})).verdict is None  # others missing
+    good = curve(1000, 1000, 1000, 1000, 1000)
+    first_seed = split({"ssgd": {30: good}, "gsgm": {30: good}, "asgd": {30: good}}, nodes=30)
+    check = converges_alone(first_seed)  # one seed of three run: the column says 1, not 3
+    assert (check.seeds, check.verdict, check.figure) == (1, None, "gsgm 1/1, asgd 1/1")
     everyone = {"gsgm": 3, **dict.fromkeys(ASYNC_BASELINES, 1)}
     check = converges_alone(_large(everyone))
     assert check.verdict is True and check.figure.startswith("gsgm 3/3, asgd 1/3")

@@ -143,7 +143,8 @@ def steadier(split: Split, mine: str, theirs: str) -> Check:
 
 def converges_alone(split: Split, mine: str = "gsgm") -> Check:
     """GSGM's 30-node rule: it converged on every seed and each asynchronous baseline on at most
-    40% of them. One baseline above 40% refutes it, so it fails without the others."""
+    40% of them. One baseline above 40% refutes it, so it fails without the others. Its seeds:
+    the fewest judged of the runs compared (every run needs every seed to hold)."""
     ssgd = split.runs[BASELINE]
     counts = {
         n: paired.converged_count(split.runs[n], ssgd)
@@ -161,7 +162,8 @@ def converges_alone(split: Split, mine: str = "gsgm") -> Check:
         verdict = False
     elif judged == everyone and all(counts.get(n, (0, 0))[1] == everyone for n in ASYNC_BASELINES):
         verdict = True
-    return Check(f"{mine} converged alone (seeds converged)", figure, everyone, verdict)
+    seeds = min((judged for _, judged in counts.values()), default=0)
+    return Check(f"{mine} converged alone (seeds converged)", figure, seeds, verdict)
 
 
 def converges_always(split: Split, mine: str) -> Check:
