@@ -6,6 +6,9 @@ The tree holds ``None``, ``bool``, ``int``, ``float`` (inf and NaN too), ``str``
 dicts with keys of those types, numpy arrays and numpy scalars of the numeric dtypes (bool,
 signed and unsigned integers, floats): each comes back with the same type, dtype, shape and bits.
 
+State files may be appended one after another to one file (``loads_all`` reads them back in
+order): each keeps its own manifest and checksum.
+
 Reading parses JSON and copies bytes into arrays of an allowed dtype, nothing else: no pickle, no
 import, no call chosen by the file. The checksum detects a truncated or corrupted file; it does
 not authenticate the writer (whoever can write the file can write a matching checksum).
@@ -48,22 +51,53 @@ def dumps(tree: Any) -> bytes:
 
 def loads(data: bytes) -> Any:
     """The tree that ``dumps`` wrote into ``data``; ``StateFileError`` saying what is wrong."""
-    if not data.startswith(MAGIC):
+    payload, end = _frame(data, 0)
+    if end != len(data):
+        raise StateFileError(
+            f"truncated or padded: the payload has {len(data) - end + len(payload)} bytes, the "
+            f"manifest says {len(payload)}"
+        )
+    return _tree(payload)
+
+
+def loads_all(data: bytes) -> list[Any]:
+    """The trees of the state files written one after another into ``data`` (a file that
+    ``dumps``'s outputs were appended to), in order; ``StateFileError`` naming the first that is
+    not intact (the count of those before it in the message)."""
+    trees, start = [], 0
+    while start < len(data):
+        try:
+            payload, start = _frame(data, start)
+            trees.append(_tree(payload))
+        except StateFileError as error:
+            raise StateFileError(f"part {len(trees) + 1}: {error}") from None
+    return trees
+
+
+def _frame(data: bytes, start: int) -> tuple[bytes, int]:
+    """The checked payload of the state file at ``data[start:]`` and the offset just past it."""
+    if not data.startswith(MAGIC, start):
         raise StateFileError(
             "not an fl-async state file (its first line is not 'fl-async-state 1')"
         )
-    end = data.find(b"\n", len(MAGIC))
-    manifest = _json(data[len(MAGIC) : end] if end >= 0 else b"", "manifest")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("bytes"), int):
+    end = data.find(b"\n", start + len(MAGIC))
+    manifest = _json(data[start + len(MAGIC) : end] if end >= 0 else b"", "manifest")
+    if not isinstance(manifest, dict) or type(manifest.get("bytes")) is not int:
         raise StateFileError("damaged: its manifest line does not give the payload's length")
-    payload = data[end + 1 :]
-    if len(payload) != manifest["bytes"]:
+    size = manifest["bytes"]
+    payload = data[end + 1 : end + 1 + size] if size >= 0 else b""
+    if size < 0 or len(payload) != size:
         raise StateFileError(
-            f"truncated or padded: the payload has {len(payload)} bytes, the manifest says "
-            f"{manifest['bytes']}"
+            f"truncated or padded: the payload has {len(data) - end - 1} bytes, the manifest "
+            f"says {size}"
         )
     if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         raise StateFileError("corrupted: the payload's SHA-256 does not match the manifest")
+    return payload, end + 1 + size
+
+
+def _tree(payload: bytes) -> Any:
+    """The tree of a checked payload."""
     split = payload.find(b"\n")
     head = _json(payload[:split] if split >= 0 else b"", "tree")
     if not isinstance(head, dict) or not isinstance(head.get("arrays"), list):

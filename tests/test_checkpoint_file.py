@@ -15,6 +15,7 @@ from fl_async import statefile
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import PRESETS, CheckpointError
 from fl_async.strategies.checkpoint import FILENAME, PICKLED, Checkpointer, to_tree
+from fl_async.strategies.journal import JOURNAL
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 NUM_NODES, NUM_ROUNDS, EVERY, CRASH_AT = 4, 4, 2, 3  # barrier rules take 4 steps in all
@@ -46,12 +47,15 @@ def test_every_presets_run_state_comes_back_bit_for_bit(tmp_path, preset, monkey
     written = []
     save = Checkpointer.save
     monkeypatch.setattr(Checkpointer, "save", lambda self, state, version: (
-        written.append(state), save(self, state, version))[1])  # fmt: skip
+        written.append(to_tree(state)), save(self, state, version))[1])  # fmt: skip
     start(make(preset, tmp_path))
     saved = Checkpointer(tmp_path, None).load()
     assert len(written) > 1
-    assert_identical(to_tree(written[-1]), to_tree(saved))
-    assert [p.name for p in tmp_path.iterdir() if p.name != "fl-async-lease.json"] == [FILENAME]
+    assert_identical(written[-1], to_tree(saved))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "fl-async-lease.json") == [
+        FILENAME,
+        JOURNAL,
+    ]
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

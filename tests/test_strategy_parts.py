@@ -192,12 +192,13 @@ def test_checkpointer_saves_atomically_and_refuses_another_schema(tmp_path):
                      evaluate_metrics={}, grid_metrics={})  # fmt: skip
     checkpointer.save(state, version=3)
     assert checkpointer.load() == state and state.schema == SCHEMA
-    assert not checkpointer.due(5) and [p.name for p in tmp_path.iterdir()] == [
-        "fl-async-checkpoint.state"
+    assert not checkpointer.due(5) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "fl-async-checkpoint.state",
+        "fl-async-history.state",
     ]
     older = to_tree(state) | {"schema": 2}
     checkpointer.path.write_bytes(statefile.dumps(older))
-    with pytest.raises(CheckpointError, match="schema 2; this fl-async reads schema 3"):
+    with pytest.raises(CheckpointError, match="schema 2; this fl-async reads schemas 3 and 4"):
         checkpointer.load()
 
 

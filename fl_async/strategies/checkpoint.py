@@ -5,10 +5,14 @@ meaning, and a checkpoint of another schema is refused with a message saying wha
 instead of being half-read.
 
 The file is a state file (``fl_async.statefile``): plain values and numpy arrays with a
-SHA-256 of the payload, read without running any code. A file that is foreign, truncated,
-corrupted or of another schema is refused with one line naming it and what to do, and left in
-place. Checkpoints of fl-async before schema 3 were pickles; one found in the directory is refused
-the same way and never unpickled (unpickling a file can run any code in it).
+SHA-256 of the payload, read without running any code. The history (records and evaluations),
+which grows with the run, is not in it since schema 4: each save appends its new entries to the
+history journal beside it (``fl_async.strategies.journal``), and the file counts the journal's
+bytes that are its own, so a save costs what changed, not the whole history again. A file
+that is foreign, truncated, corrupted or of another schema is refused with one line naming it
+and what to do, and left in place. Checkpoints of fl-async before schema 3 were pickles; one
+found in the directory is refused the same way and never unpickled (unpickling a file can run
+any code in it).
 
 One run owns a checkpoint directory at a time: the one that started last. Each run claims it
 by writing a lease file with a token of its own; a run that finds another token there has been
@@ -23,6 +27,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ import numpy as np
 
 from fl_async import statefile
 from fl_async.files import write_atomically
+from fl_async.strategies.journal import TABLES, Journal, JournalError
 
 FILENAME = "fl-async-checkpoint.state"
 PICKLED = "fl-async-checkpoint.pkl"
@@ -38,8 +44,10 @@ PICKLED = "fl-async-checkpoint.pkl"
 FORMAT = "fl-async-checkpoint"
 LEASE = "fl-async-lease.json"
 """The owner of the directory: the run that claimed it last (token, process id, host, time)."""
-SCHEMA = 3
-"""Schema 3 is a state file; 2 was a pickled ``RunState``, 1 a pickled dict of tuples."""
+SCHEMA = 4
+"""Schema 4 keeps the history in the journal; 3 was one state file holding it too (still read);
+2 a pickled ``RunState``, 1 a pickled dict of tuples (refused)."""
+READABLE = (3, SCHEMA)
 WHAT_TO_DO = (
     "delete it (or move it away) to start afresh, or give the run another checkpoint directory "
     "(the app: another output-dir)"
@@ -89,9 +97,11 @@ class RunState:
     nodes: dict[int, SavedNode]
     forget_at: dict[int, int]
     in_flight: list[SavedTask]
-    train_metrics: dict[int, dict[str, Any]]
-    evaluate_metrics: dict[int, dict[str, Any]]
-    grid_metrics: dict[int, dict[str, Any]]
+    train_metrics: Mapping[int, Mapping[str, Any]]
+    """The history tables (these three): the recorder's own at a save, which writes only the
+    entries it has not written before; plain dicts after a load."""
+    evaluate_metrics: Mapping[int, Mapping[str, Any]]
+    grid_metrics: Mapping[int, Mapping[str, Any]]
     guard: dict[str, Any] | None = None
     """The update guard's window of accepted norms (None: saved before the guard existed)."""
     settings: dict[str, int] | None = None
@@ -118,6 +128,7 @@ class Checkpointer:
         self.directory = Path(directory)
         self.every = every
         self.last_step = 0
+        self._journal = Journal(self.directory)
         self._token: str | None = None
         self._lease_seen: tuple[int, int, int] | None = None
 
@@ -176,7 +187,8 @@ class Checkpointer:
         """
         self.check_owner()
         self.last_step = version
-        write_atomically(self.path, statefile.dumps(to_tree(state)))
+        history = self._journal.append({name: getattr(state, name) for name in TABLES})
+        write_atomically(self.path, statefile.dumps(_file_tree(state, history)))
         return self.path
 
     def load(self) -> RunState | None:
@@ -192,8 +204,8 @@ class Checkpointer:
         if not self.path.exists():
             return None
         try:
-            return from_tree(statefile.loads(self.path.read_bytes()))
-        except (OSError, statefile.StateFileError) as error:
+            return from_tree(statefile.loads(self.path.read_bytes()), self._journal)
+        except (OSError, statefile.StateFileError, JournalError) as error:
             reason = error.strerror if isinstance(error, OSError) else str(error)
             raise CheckpointError(
                 f"cannot resume from {self.path}: {reason}; {WHAT_TO_DO}"
@@ -201,23 +213,46 @@ class Checkpointer:
 
 
 def to_tree(state: RunState) -> dict[str, Any]:
-    """``state`` as a tree of plain values and arrays (what a state file holds)."""
-    values = {f.name: getattr(state, f.name) for f in fields(state)}
+    """``state`` as one tree of plain values and arrays, its history included: the layout of a
+    schema-3 file, which ``from_tree`` reads without a journal."""
+    values = _values(state, schema=3)
+    for name in TABLES:
+        values[name] = {k: dict(v) for k, v in getattr(state, name).items()}
+    return {"format": FORMAT, "schema": 3, "state": values}
+
+
+def _file_tree(state: RunState, history: dict[str, Any]) -> dict[str, Any]:
+    """What the checkpoint file holds: ``state`` but its history, and the journal's count."""
+    values = _values(state, schema=SCHEMA)
+    return {"format": FORMAT, "schema": SCHEMA, "state": values, "history": history}
+
+
+def _values(state: RunState, schema: int) -> dict[str, Any]:
+    """``state``'s fields but the history as plain values, under ``schema``."""
+    values = {f.name: getattr(state, f.name) for f in fields(state) if f.name not in TABLES}
     values["nodes"] = {k: _plain(node) for k, node in state.nodes.items()}
     values["in_flight"] = [_plain(task) for task in state.in_flight]
-    return {"format": FORMAT, "schema": state.schema, "state": values}
+    values["schema"] = schema
+    return values
 
 
-def from_tree(tree: Any) -> RunState:
-    """The ``RunState`` that ``to_tree`` turned into ``tree``; ``StateFileError`` otherwise."""
+def from_tree(tree: Any, journal: Journal | None = None) -> RunState:
+    """The ``RunState`` that ``to_tree`` (or a save, with its history in ``journal``) turned
+    into ``tree``; ``StateFileError`` or ``JournalError`` otherwise."""
     if not isinstance(tree, dict) or tree.get("format") != FORMAT:
         raise statefile.StateFileError("it is a state file, but not an fl-async checkpoint")
-    if tree.get("schema") != SCHEMA:
+    if tree.get("schema") not in READABLE:
         raise statefile.StateFileError(
             f"it was written with checkpoint schema {tree.get('schema')!r}; this fl-async reads "
-            f"schema {SCHEMA} only (the fl-async version that wrote it can resume it)"
+            f"schemas {' and '.join(map(str, READABLE))} only (the fl-async version that wrote "
+            "it can resume it)"
         )
-    values = _fields_of(RunState, tree.get("state"))
+    values = tree.get("state")
+    if tree["schema"] >= 4 and isinstance(values, dict):
+        if journal is None:
+            raise JournalError("its history is in a journal, and none was given")
+        values = {**values, **journal.read(tree.get("history"))}
+    values = _fields_of(RunState, values)
     if not isinstance(values["nodes"], dict) or not isinstance(values["in_flight"], list):
         raise statefile.StateFileError("its nodes or tasks in flight are not a dict and a list")
     values["nodes"] = {k: SavedNode(**_fields_of(SavedNode, v)) for k, v in values["nodes"].items()}

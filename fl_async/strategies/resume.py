@@ -23,7 +23,8 @@ class RunSnapshot:
 
     def _snapshot(self) -> RunState:
         """The run's whole state now (copies of the arrays, as the rules' ``state_dict``s), with
-        the saved nodes and tasks a resume still waits for."""
+        the saved nodes and tasks a resume still waits for. The history is the recorder's own
+        tables, not copies: a save writes only their entries it has not written yet."""
         book, rec = self._book, self._recorder
         nodes = dict(self._unrestored)
         for n in self._registry.nodes.values():
@@ -48,9 +49,9 @@ class RunSnapshot:
             nodes=nodes,
             forget_at=dict(self._forget_at),
             in_flight=in_flight,
-            train_metrics={k: dict(v) for k, v in rec.result.train_metrics_clientapp.items()},
-            evaluate_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_serverapp.items()},
-            grid_metrics={k: dict(v) for k, v in rec.result.evaluate_metrics_grid.items()},
+            train_metrics=rec.result.train_metrics_clientapp,
+            evaluate_metrics=rec.result.evaluate_metrics_serverapp,
+            grid_metrics=rec.result.evaluate_metrics_grid,
             guard=self.guard.state_dict(),
             settings={"eval_every": self._eval_every, "patience": self._patience},
             wall=rec.elapsed(),
