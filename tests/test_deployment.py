@@ -19,8 +19,17 @@ from flower_processes import read_json, wait_until
 
 APP = Path(__file__).parent / "deploy_app"
 NUM_NODES = 3
-TIMEOUT = 10.0  # each task's TTL: the killed node's task is dropped after this long
-NUM_UPDATES = 12  # leaves the run past the killed task's TTL
+TIMEOUT = 30.0
+"""Each task's TTL: the killed node's task is dropped after this long. Every task starts a
+ClientApp process; on a loaded machine (a fresh-clone CI) that took over 10 s, a 10-s TTL expired
+every node's tasks, and all three left the run before its first update."""
+NUM_UPDATES = 100
+MAX_WALL_TIME = 150.0
+"""The run ends at whichever comes first. Both leave it past the killed task's TTL: on an idle
+machine the other two nodes take well over TIMEOUT for the updates after the kill, and on a loaded
+one (the kill after STEP_WAIT s at the latest, its task dropped TIMEOUT s later) the wall time
+does, so the killed task's timeout is always in the fault log."""
+STEP_WAIT = 110.0
 KILL_AFTER_STEP = 3
 
 
@@ -59,12 +68,13 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
             deployment.start_supernode(partition, NUM_NODES)
         deployment.wait_for_nodes(NUM_NODES)
         run_config = {"strategy": "asgd", "min-nodes": NUM_NODES, "num-updates": NUM_UPDATES,
-                      "timeout": TIMEOUT, "max-wall-time": 100.0, "result-path": str(result_path),
+                      "timeout": TIMEOUT, "max-wall-time": MAX_WALL_TIME,
+                      "result-path": str(result_path),
                       "progress-path": str(progress_path)}  # fmt: skip
         run = deployment.start_run(APP, run_config)
         wait_until(
             lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
-            timeout=90,
+            timeout=STEP_WAIT,
             what=f"server step {KILL_AFTER_STEP}",
             alive=run,
             context=lambda: f"progress {read_json(progress_path)}\n{deployment.logs()}",
@@ -74,7 +84,7 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
         deployment.kill_supernode(NUM_NODES - 1)
         assert not victim.running() and victim.leftovers() == []
 
-        status = deployment.wait_run(run, timeout=150)
+        status = deployment.wait_run(run, timeout=240)
         result = read_json(result_path)
         context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
         # `flwr run` exits 0 even when the ServerApp raises: check its status and our file.
