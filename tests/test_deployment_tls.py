@@ -57,9 +57,11 @@ def test_tls_and_supernode_auth(tmp_path: Path) -> None:
         online = deployment.wait_for_nodes(2)
         assert {int(n["node-id"]) for n in online} == registered
 
+        # A 60-s TTL: a task's ClientApp process took over 10 s to start in a loaded fresh-clone
+        # CI, and an expired task here is a fault, which this test allows none of.
         run = deployment.start_run(
             APP,
-            {"min-nodes": 2, "num-updates": 6, "timeout": 20.0, "result-path": str(result_path)},
+            {"min-nodes": 2, "num-updates": 6, "timeout": 60.0, "result-path": str(result_path)},
         )
         status = deployment.wait_run(run, timeout=120)
         result = json.loads(result_path.read_text()) if result_path.exists() else None
