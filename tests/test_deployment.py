@@ -58,7 +58,7 @@ def check_survived(result: dict | None, killed_at: float, victim: str, context: 
     return victim_faults[0]
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=180)  # it runs to its 150-s wall time on a loaded machine
 def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
     result_path, progress_path = tmp_path / "result.json", tmp_path / "progress.json"
     deployment = FlowerDeployment(tmp_path / "flower")
