@@ -50,9 +50,10 @@ NUM_NODES = 2
 NUM_UPDATES = 6
 CHECKPOINT_EVERY = 2
 TIMEOUT = 60.0
-"""A task's timeout (its message's TTL). Every task starts a ClientApp process that imports torch:
-a second or two on an idle machine, over 20 s on a loaded one, where a 20-s TTL expired a
-reply that was on its way (seen in a CI run beside three benchmark suites)."""
+"""A task's timeout (its message's TTL). Every task starts a ClientApp process that imports flwr
+(the app itself needs only numpy): a second or two on an idle machine, over 20 s on a loaded one,
+where a 20-s TTL expired a reply that was on its way (seen in a CI run beside three benchmark
+suites)."""
 RECONNECTED = ("Connection successful after", "`RUNNING` status")
 """What a SuperNode logs when the SuperLink answers after failed tries: a call succeeds, or the
 SuperLink refuses it with 403 because the run is no longer running (``flwr.supercore.retry``
