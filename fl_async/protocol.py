@@ -14,6 +14,11 @@ Identification (server -> node), message type ``query`` with ConfigRecord ``conf
 ``fl-async = "identify"``: the reply's MetricRecord carries ``partition-id`` (and optionally
 ``num-examples``). It gives every node a stable identity, since simulated node ids are random per
 run. A ClientApp without a query handler simply answers with an error and keeps its node id.
+
+Run settings (server -> node, in any message of a study, where one simulation serves many runs):
+a ConfigRecord ``run-settings`` holding the run's node keys (dataset, split, model, seed,
+training settings: ``fl_async.config.NODE_KEYS``); the ClientApp reads them in place of its
+own run config.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ CONFIG_KEY = "config"
 METRICS_KEY = "metrics"
 PSEUDO_GRADIENT_KEY = "pseudo-gradient"
 IDENTIFY = {"fl-async": "identify"}
+RUN_SETTINGS_KEY = "run-settings"
+"""The ConfigRecord of a study's message that carries its run's node settings."""
 MAX_NUM_EXAMPLES = 2**53
 """The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
 UNDELIVERED = {

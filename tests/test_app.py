@@ -16,7 +16,7 @@ from memory_app import FAST, context, run_in_memory
 from fl_async import config as schema
 from fl_async.app import results, server_run
 from fl_async.app.client_app import app as client_app
-from fl_async.app.config import parse_run_config
+from fl_async.app.config import STUDY_DIR, parse_run_config
 from fl_async.clients import client_app as handlers
 from fl_async.clients.node_data import cached_dataset, load_node_data, new_model
 from fl_async.config import DEFAULTS, PRESET_DEFAULT, DataSpec, TrainSpec
@@ -51,7 +51,8 @@ def train_message(config, arrays=None):
 # ----------------------------------------------------------------------------------- run config
 def test_defaults_are_the_pyproject_app_config():
     declared = flatten_dict(get_project_config(ROOT)["tool"]["flwr"]["app"]["config"])
-    assert declared == DEFAULTS
+    # study-dir is the launcher's (fl-async bench), taken out before a run's config is read
+    assert declared == {**DEFAULTS, STUDY_DIR: ""}
     components = get_project_config(ROOT)["tool"]["flwr"]["app"]["components"]
     assert components == {
         "serverapp": "fl_async.app.server_app:app",
@@ -279,8 +280,17 @@ def test_server_run_writes_history_and_plots_and_is_reproducible(tmp_path):
     assert sorted(p.name for p in output.iterdir()) == [
         "accuracy.png",
         "history.json",
+        "run-status.json",
         "staleness.png",
     ]
+    status = json.loads((output / "run-status.json").read_text())
+    assert status == {
+        "state": "finished",
+        "stopped-by": "budget",
+        "stop-detail": history["stop-detail"],
+        "num-updates": 8,
+        "history": str(output / "history.json"),
+    }
     assert history["num-updates"] == 8 and history["stopped-by"] == "budget"
     assert isinstance(history["stop-detail"], str)
     assert [e["server-step"] for e in history["evaluations"]] == [0, 4, 8]

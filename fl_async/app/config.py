@@ -19,6 +19,11 @@ from fl_async.config import (
 )
 from fl_async.validation import InvalidArgument
 
+STUDY_DIR = "study-dir"
+"""The launcher's key (in the app's run config, not a run's): the study folder whose runs the
+ServerApp makes in one simulation (``fl-async bench``); empty for a run of its own. The
+ServerApp takes it out before it reads the run config, so no run's config holds it."""
+
 
 @dataclass(frozen=True)
 class AppConfig:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from fl_async.app import cluster, local_ray, superlink
 from fl_async.app.staging import staged_app
+from fl_async.app.study_files import STUDY_DONE
 from fl_async.config import DEFAULTS, TRACKERS
 from fl_async.validation import InvalidArgument
 
@@ -49,6 +50,8 @@ SQLITE = "sqlite:///"
 _STARTED_RUN = re.compile(r"Successfully started run (\d+)")
 _SERVERAPP_DONE = re.compile(r"fl-async: final accuracy .* wrote ")
 """The ServerApp's last line: it wrote the results and returns (``server_run.run``)."""
+_STUDY_DONE = re.compile(re.escape(STUDY_DONE))
+"""A study's ServerApp's last line: every run it made has its results and status."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="more simulation options for flwr run (e.g. client-resources-num-gpus=0.25)",
     )
     parser.add_argument("--app", default=".", help="the Flower App directory (default: .)")
+    parser.add_argument(
+        "--study",
+        metavar="DIR",
+        default=None,
+        help="make the runs that fl-async bench hands to the study folder DIR, many in this "
+        "one simulation, instead of one run (used by fl-async bench)",
+    )
     add_tracking_arguments(parser)
 
 
@@ -177,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
             cluster.check_gpu_share(args.gpus_per_actor)
         if address is None and args.actors is None:
             args = argparse.Namespace(**{**vars(args), "actors": os.cpu_count() or 1})
-        plan = preflight.prepare(args)
+        plan = preflight.prepare_study(args) if args.study else preflight.prepare(args)
         if address is not None:
             cluster.check_reachable(address)
     except (ValueError, TypeError, ImportError) as error:
@@ -234,7 +244,10 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
             signal.signal(signal.SIGTERM, previous)
         if head is not None and os.path.isdir(head.temp_dir):
             print(f"fl-async: Ray's logs for this run are in {head.temp_dir}")
-    code, line = outcome.verdict(status, plan.output, started)
+    if args.study:
+        code, line = outcome.study_verdict(status, plan.output)
+    else:
+        code, line = outcome.verdict(status, plan.output, started)
     print(line)
     return code
 
@@ -307,9 +320,12 @@ def _flwr_run(
         args.run_config,
         # A second --run-config: its keys win over the same keys in the user's string.
         "--run-config",
-        f"num-nodes={plan.nodes} output-dir={json.dumps(str(plan.output))}",
+        f"num-nodes={plan.nodes} output-dir={json.dumps(str(plan.output))}"
+        # a study's ServerApp makes the runs of its folder (the folder is its output-dir)
+        + (f" study-dir={json.dumps(str(plan.output))}" if args.study else ""),
     ]
     run_id, done = None, False
+    done_line = _STUDY_DONE if args.study else _SERVERAPP_DONE
     with subprocess.Popen(
         command,
         env=env,
@@ -326,7 +342,7 @@ def _flwr_run(
                 found = _STARTED_RUN.search(line)
                 if found:
                     run_id = int(found.group(1))
-                if _SERVERAPP_DONE.search(line):
+                if done_line.search(line):
                     done = True
                     break
         except BaseException:

@@ -33,6 +33,17 @@ def verdict(status: str, output: Path, started: float) -> tuple[int, str]:
     return 0, f"fl-async: done ({stop}); results in {output}"
 
 
+def study_verdict(status: str, study: Path) -> tuple[int, str]:
+    """0 when the study's simulation completed (each run's ending is in its own status), else
+    1; with the line to print."""
+    if status != COMPLETED:
+        return 1, (
+            f"fl-async: the study's simulation failed (status {status!r}); its runs' statuses "
+            f"say which ended; see {study / SUPERLINK_LOG}"
+        )
+    return 0, f"fl-async: study done; the runs' results are in their output folders ({study})"
+
+
 def _read(history: Path) -> dict | None:
     try:
         record = json.loads(history.read_text())

@@ -72,6 +72,25 @@ def prepare(args: argparse.Namespace) -> Plan:
     return Plan(app_dir=app_dir, nodes=config.num_nodes, config=config, output=output)
 
 
+def prepare_study(args: argparse.Namespace) -> Plan:
+    """``--study DIR``: the study folder (made by ``fl-async bench``, which checked every run
+    it hands over) and the simulation's node count; InvalidArgument when either is wrong."""
+    from fl_async.app.study_files import read_study
+
+    app_dir = Path(args.app).expanduser().resolve()
+    if not (app_dir / "pyproject.toml").is_file():
+        raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
+    if args.run_config.strip():
+        raise InvalidArgument("--study takes no --run-config: each run's is in its request")
+    study = Path(args.study).expanduser().resolve()
+    nodes = int(read_study(study)["nodes"])
+    if args.nodes is not None and args.nodes != nodes:
+        raise InvalidArgument(f"--nodes {args.nodes}: the study {study} is for {nodes} nodes")
+    require("python -m fl_async.app --study", "ray", "matplotlib")
+    config = parse_run_config({"num-nodes": nodes})
+    return Plan(app_dir=app_dir, nodes=nodes, config=config, output=study)
+
+
 def parse_overrides(text: str) -> dict[str, Any]:
     """``--run-config`` parsed as ``flwr run`` parses it; InvalidArgument if it cannot be."""
     try:

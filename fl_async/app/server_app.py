@@ -13,8 +13,19 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run the strategy that the run config names, then write the results."""
-    from fl_async.app.config import parse_run_config
+    """Run the strategy that the run config names, then write the results; with ``study-dir``
+    set, run that study's runs instead (``fl_async.app.study_server``)."""
+    from fl_async.app.config import STUDY_DIR, parse_run_config
+
+    run_config = dict(context.run_config)
+    study = str(run_config.pop(STUDY_DIR, ""))
+    if study:
+        from pathlib import Path
+
+        from fl_async.app.study_server import serve
+
+        serve(grid, Path(study))
+        return
     from fl_async.app.server_run import run
 
-    run(grid, parse_run_config(context.run_config))
+    run(grid, parse_run_config(run_config))

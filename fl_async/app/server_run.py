@@ -22,6 +22,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from torch import nn
 
+from fl_async.app import study_files
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import STARTED_AT, history_of, write_results
@@ -106,8 +107,20 @@ def run(grid: Grid, config: AppConfig) -> Path:
     paths = write_results(output, history)
     if config.values["tracking.backend"]:
         _track(config, paths[0])
+    _write_status(history, paths[0])
     _log_end(history, result, paths)
     return output
+
+
+def _write_status(history: dict[str, Any], path: Path) -> None:
+    """The run's ``run-status.json``, last: how it ended, for the launcher and ``fl-async bench``
+    (a study reads each run's ending there)."""
+    study_files.write_status(
+        path.parent,
+        study_files.FINISHED,
+        **{key: history[key] for key in ("stopped-by", "stop-detail", "num-updates")},
+        history=str(path),
+    )
 
 
 def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:

@@ -30,6 +30,7 @@ from fl_async.bench.commands import (
     run_tables,
     write_choice,
 )
+from fl_async.bench.engines import ENGINES
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.options import DEFAULT_STRATEGIES, build_spec, build_sweep
 from fl_async.bench.scenarios import SCENARIOS, SPLITS, STRATEGIES
@@ -82,7 +83,15 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=int,
         default=1,
-        help="runs going at once, each its own simulation (default: 1); records do not change",
+        help="runs going at once (default: 1), in one simulation per node count; records do "
+        "not change",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="study",
+        help="study: a suite's runs share one Flower simulation per node count, started once "
+        "(default); separate: each run its own simulation",
     )
     parser.add_argument(
         "--records",
@@ -252,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
             actors,
             ray_address,
             jobs=args.jobs,
+            engine=args.engine,
             run_timeout=args.run_timeout,
             records=None if args.records is None else Path(args.records),
         )

@@ -10,7 +10,6 @@ from pathlib import Path
 from fl_async.bench.blocks import rewrite_tables
 from fl_async.bench.export import export_suite, is_records_folder, merge_suite, read_records
 from fl_async.bench.grid import DEFAULT_GRID
-from fl_async.bench.launch import Subprocesses
 from fl_async.bench.report import REPORT, write_records_report, write_report
 from fl_async.bench.runner import SUITE_FILE, SuiteError, SuiteSpec, planned_runs
 from fl_async.bench.schedule import run_suite
@@ -29,8 +28,10 @@ def run_and_report(
     jobs: int = 1,
     run_timeout: float | None = None,
     records: Path | None = None,
+    engine: str = "study",
 ) -> int:
-    """Run the suite's missing runs into ``out``, ``jobs`` at a time (on the Ray cluster at
+    """Run the suite's missing runs into ``out``, ``jobs`` at a time in one simulation per node
+    count (``engine`` "study") or each in its own ("separate") (on the Ray cluster at
     ``ray_address``, if given; each stopped after ``run_timeout`` seconds, if given; none that
     the records folder ``records`` holds), then write its report; 1 if a run failed."""
     from fl_async.data.download import DownloadError
@@ -38,13 +39,13 @@ def run_and_report(
     started = time.monotonic()
     try:
         check_dataset(spec)
-        launch = Subprocesses(timeout=run_timeout)
         outcome = run_suite(
             spec,
             out,
             actors=actors,
             ray_address=ray_address,
-            launch=launch,
+            engine=engine,
+            run_timeout=run_timeout,
             jobs=jobs,
             records=records,
         )

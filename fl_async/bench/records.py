@@ -45,8 +45,10 @@ RUN_INFO = (
     "dataset",
     "model",
     "partitions",
+    "provenance",
 )
-"""The history's descriptions of the run kept in a record (each a few values)."""
+"""The history's descriptions of the run kept in a record (each a few values); ``provenance``
+comes from the run's ``bench-run.json`` (``with_provenance``)."""
 MACHINE_KEYS = ("output-dir", "data-root", "data-download")
 """Run-config keys left out of a record: the paths of the machine that ran it and whether it
 fetched its data, not settings of the run."""

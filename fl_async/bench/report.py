@@ -32,6 +32,7 @@ from fl_async.bench.records import (
     setting,
     split_records,
 )
+from fl_async.bench.runner import with_provenance
 from fl_async.bench.scenarios import BASELINE, is_run_name
 from fl_async.bench.summary import PerRun, as_json, strategy_order, summarize
 from fl_async.bench.table import markdown_table, notes, per_seed_table
@@ -59,7 +60,7 @@ def load_runs(out: Path) -> dict[str, Runs]:
         strategy, _, seed = path.parent.name.rpartition("-seed")
         if not is_run_name(strategy) or not seed.isdigit():
             continue
-        history = read_history(path)
+        history = with_provenance(read_history(path), path.parent)
         found.setdefault(path.parent.parent.name, {}).setdefault(strategy, {})[int(seed)] = history
     return found
 

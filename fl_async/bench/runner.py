@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fl_async.app.config import parse_run_config
 from fl_async.app.results import HISTORY, STARTED_AT, read_history
@@ -36,6 +37,9 @@ from fl_async.bench.scenarios import (
 )
 from fl_async.files import read_json, write_atomically
 from fl_async.validation import InvalidArgument, check_int
+
+if TYPE_CHECKING:
+    from fl_async.bench.engines import Engine
 
 SUITE_FILE = "suite.json"
 RUN_FILE = "bench-run.json"
@@ -227,31 +231,43 @@ def validate(spec: SuiteSpec) -> None:
                 raise SuiteError(str(error)) from error
 
 
-def run_one(
-    config: dict,
-    directory: Path,
-    spec: SuiteSpec,
-    app_dir: Path,
-    launch: Callable[[list[str], Path], int],
-    *,
-    actors: int,
-    ray_address: str | None,
-) -> int:
-    """Run one run of the suite into ``directory`` with ``launch``, its command and exit code in
-    ``bench-run.json``; its exit code (1 when it ended without a history)."""
+def run_one(config: dict, directory: Path, engine: Engine, provenance: dict) -> int:
+    """Make one run of the suite into ``directory`` with ``engine``; its command, provenance,
+    exit code and wall time in ``bench-run.json``; its exit code (1 when it ended without a
+    history)."""
     directory.mkdir(parents=True, exist_ok=True)
-    command = launcher_command(
-        config, nodes=spec.nodes, actors=actors, app_dir=app_dir, ray_address=ray_address
-    )
-    record = {"run-config": config, "command": command, "started": time.time()}
+    record = {
+        "run-config": config,
+        "command": engine.command(config),
+        "provenance": provenance,
+        "started": time.time(),
+    }
     _write_json(directory / RUN_FILE, record)
     started = time.monotonic()
-    status = launch(command, directory / RUN_LOG)
+    status = engine.run(config, directory, directory / RUN_LOG)
     if status == 0 and not is_done(directory):
         status = 1  # the launcher said yes but left no history: count it as failed
     record.update({"exit-code": status, "wall-seconds": round(time.monotonic() - started, 1)})
     _write_json(directory / RUN_FILE, record)
     return status
+
+
+def with_provenance(history: dict, directory: Path) -> dict:
+    """``history`` with the ``provenance`` of its run's ``bench-run.json``, where it has one."""
+    found = provenance_of(directory)
+    return history if found is None else {**history, "provenance": found}
+
+
+def provenance_of(directory: Path) -> dict | None:
+    """The provenance ``bench-run.json`` of a run holds (None: none, or made before it was)."""
+    path = directory / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text()).get("provenance")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def record_call(out: Path, spec: SuiteSpec) -> None:

@@ -1,4 +1,5 @@
-"""Run a suite's runs that are not done yet, ``jobs`` at a time, each its own simulation.
+"""Run a suite's runs that are not done yet, ``jobs`` at a time: by default many in one Flower
+simulation (``fl_async.bench.engines.Study``), or each in its own (``Separate``).
 
 Runs start in the order of ``planned_runs`` (split by split, seed by seed, SSGD first), as soon
 as a slot is free and their budget is known: when SSGD's ``rounds`` set the budget, a run waits
@@ -7,7 +8,7 @@ this is the order of a sequential suite, and a run's record does not depend on w
 it (each run is seeded and reads only the virtual clock), so ``--jobs`` changes only wall times.
 A run that the records folder ``records`` holds, made with the same run config, is skipped too,
 and its seed's budget read from SSGD's record. Every wait is bounded: the loop wakes every
-``POLL`` seconds, and an interrupt stops every run still going (``Launch.stop_all``) before it
+``POLL`` seconds, and an interrupt stops every run still going (``Engine.stop_all``) before it
 returns.
 """
 
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fl_async.app.results import HISTORY, read_history
+from fl_async.bench.engines import ENGINES, Engine, Separate, Study
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
 from fl_async.bench.progress import Progress, RunLabel
+from fl_async.bench.provenance import run_provenance
 from fl_async.bench.records import (
     Record,
     Records,
@@ -45,7 +48,7 @@ from fl_async.bench.runner import (
     run_one,
     validate,
 )
-from fl_async.validation import InvalidArgument, check_int
+from fl_async.validation import InvalidArgument, check_choice, check_int
 
 POLL = 1.0
 """Seconds between two looks at the runs going (and at an interrupt)."""
@@ -67,22 +70,37 @@ def run_suite(
     ray_address: str | None = None,
     app_dir: Path | None = None,
     launch: Launch | None = None,
+    engine: str = "study",
+    run_timeout: float | None = None,
     jobs: int = 1,
     records: Path | None = None,
     echo: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
 ) -> SuiteOutcome:
-    """Run every planned run that is not done yet, ``jobs`` at once (each with ``actors``
+    """Run every planned run that is not done yet, ``jobs`` at once (with ``actors``
     ClientApps, or on the Ray cluster at ``ray_address``), printing the progress through
-    ``echo``; ``launch`` defaults to ``Subprocesses()``. A run the records folder ``records``
-    holds (same run config) counts as done."""
+    ``echo``. ``engine`` "study" makes them in one simulation per node count, "separate" each
+    in its own (by ``launch``, default ``Subprocesses``; a given ``launch`` means "separate").
+    A run the records folder ``records`` holds (same run config) counts as done."""
     check_int("--jobs", jobs, minimum=1)
+    check_choice("--engine", engine, ENGINES)
     validate(spec)
     held = held_records(records)
     out.mkdir(parents=True, exist_ok=True)
     record_call(out, spec)
     app_dir = app_dir or default_app_dir()
-    launch = launch or Subprocesses()
+    if launch is not None or engine == "separate":
+        launch = launch or Subprocesses(timeout=run_timeout)
+        made: Engine = Separate(launch, app_dir, actors, ray_address, runs_at_a_time=jobs)
+    else:
+        made = Study(
+            out,
+            app_dir=app_dir,
+            actors=actors,
+            runs_at_a_time=jobs,
+            ray_address=ray_address,
+            timeout=run_timeout,
+        )
     plan = [
         Planned(RunLabel(split, seed, strategy), run_dir(out, split, strategy, seed))
         for split in spec.scenario.splits
@@ -91,14 +109,18 @@ def run_suite(
     ]
     todo = [p for p in plan if not is_done(p.directory) and _record_of(held, p.label) is None]
     progress = Progress(len(todo), jobs, echo, clock)
+    provenance = run_provenance(
+        engine=made.name, runs_at_a_time=jobs, actors=None if ray_address else actors
+    )
 
     def start(planned: Planned, config: dict) -> int:
-        return run_one(
-            config, planned.directory, spec, app_dir, launch, actors=actors, ray_address=ray_address
-        )
+        return run_one(config, planned.directory, made, provenance)
 
     with terminate_as_interrupt():
-        return _Loop(spec, out, plan, jobs, launch, progress, held).run(start)
+        try:
+            return _Loop(spec, out, plan, jobs, made, progress, held).run(start)
+        finally:
+            made.close()
 
 
 def held_records(records: Path | None) -> dict[str, Records]:
@@ -127,7 +149,7 @@ class _Loop:
         out: Path,
         plan: list[Planned],
         jobs: int,
-        launch: Launch,
+        engine: Engine,
         progress: Progress,
         held: dict[str, Records],
     ) -> None:
@@ -141,7 +163,7 @@ class _Loop:
         """The run config of each pending run whose budget is known (checked against its folder)."""
         self.pending = list(plan)
         self.jobs = jobs
-        self.launch = launch
+        self.engine = engine
         self.progress = progress
         self.running: dict[Future, Planned] = {}
         self.outcome = SuiteOutcome()
@@ -160,7 +182,7 @@ class _Loop:
                         self._ended(future)
         finally:
             if self.running:  # an interrupt, or a folder of other settings: stop what runs
-                self.launch.stop_all()
+                self.engine.stop_all()
                 wait(self.running, timeout=2 * STOP_GRACE)
             pool.shutdown(wait=False, cancel_futures=True)
         return self.outcome

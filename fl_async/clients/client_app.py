@@ -3,9 +3,10 @@
 ``fl_async.app.client_app`` registers them on the ``ClientApp`` that ``flwr run`` loads. The
 node's data comes from its node config (``fl_async.clients.node_data``); ``device`` and
 ``threads`` may be set per node too. Training settings come from the task's config, else the
-run config, else their defaults (``fl_async.config``). ``slowdown = k`` in the node config makes
-the node ``k`` times slower for real: after a train or evaluate task it sleeps ``k - 1`` times
-the task's own compute time before replying. The message protocol is
+run config, else their defaults (``fl_async.config``); in a study, where one simulation serves
+many runs, the run config is the one the message carries (``run_config_of``). ``slowdown = k``
+in the node config makes the node ``k`` times slower for real: after a train or evaluate task
+it sleeps ``k - 1`` times the task's own compute time before replying. The message protocol is
 ``fl_async.protocol``. Nothing here imports server code, so a device installs fl-async
 without its simulation extra (docs/running.md, "Installing").
 """
@@ -17,6 +18,7 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from logging import INFO
 from typing import Any
@@ -30,7 +32,7 @@ from torch import nn
 from fl_async.clients import training
 from fl_async.clients.device import in_ray_simulation, limit_torch_threads, select_device
 from fl_async.clients.node_data import NodeData, load_node_data, new_model
-from fl_async.config import DataSpec, TrainSpec, read
+from fl_async.config import NODE_KEYS, DataSpec, TrainSpec, read
 from fl_async.data import FederatedData
 from fl_async.models import get_weights, set_weights
 from fl_async.protocol import (
@@ -38,6 +40,7 @@ from fl_async.protocol import (
     CONFIG_KEY,
     IDENTIFY,
     METRICS_KEY,
+    RUN_SETTINGS_KEY,
     metric_record,
     to_record,
 )
@@ -51,8 +54,8 @@ def train(msg: Message, context: Context) -> Message:
     """Train the received model on this node's data; reply with its weights and metrics."""
     started = time.perf_counter()
     slowdown = slowdown_of(context.node_config)
-    run_config = context.run_config
-    _limit_threads(context)
+    run_config = run_config_of(msg, context)
+    _limit_threads(context, run_config)
     node = load_node_data(context.node_config, run_config)
     task = _config_of(msg)
     spec = TrainSpec.from_configs(task, run_config)
@@ -68,7 +71,7 @@ def train(msg: Message, context: Context) -> Message:
         momentum=spec.momentum,
         weight_decay=spec.weight_decay,
         proximal_mu=spec.proximal_mu,
-        device=_device(context),
+        device=_device(context, run_config),
         seed=_task_seed(task, run_config, node.partition_id),
     )
     content = RecordDict(
@@ -85,11 +88,12 @@ def evaluate(msg: Message, context: Context) -> Message:
     """Loss and accuracy of the received model on this node's share of the test split."""
     started = time.perf_counter()
     slowdown = slowdown_of(context.node_config)
-    run_config = context.run_config
-    _limit_threads(context)
+    run_config = run_config_of(msg, context)
+    _limit_threads(context, run_config)
     node = load_node_data(context.node_config, run_config)
     _, model = _received_model(msg, node.data, run_config)
-    metrics = training.evaluate(model, node.data.test, node.test_index, device=_device(context))
+    device = _device(context, run_config)
+    metrics = training.evaluate(model, node.data.test, node.test_index, device=device)
     _slow_down(slowdown, time.perf_counter() - started)
     # No partition-id here: the strategy averages evaluate replies key by key.
     return Message(RecordDict({METRICS_KEY: metric_record(metrics)}), reply_to=msg)
@@ -100,9 +104,24 @@ def query(msg: Message, context: Context) -> Message:
     config = _config_of(msg)
     if any(config.get(key) != value for key, value in IDENTIFY.items()):
         raise ValueError(f"unknown query {dict(config)}; this ClientApp answers {IDENTIFY}")
-    node = load_node_data(context.node_config, context.run_config)
+    node = load_node_data(context.node_config, run_config_of(msg, context))
     metrics = {"num-examples": len(node.train_index), **_identity(node)}
     return Message(RecordDict({METRICS_KEY: metric_record(metrics)}), reply_to=msg)
+
+
+def run_config_of(msg: Message, context: Context) -> Mapping[str, Any]:
+    """The run config ``msg``'s task runs with: a study's ``run-settings`` (its run's node keys)
+    over the context's run config, since one simulation's nodes serve every run of a study."""
+    settings = msg.content.config_records.get(RUN_SETTINGS_KEY)
+    if settings is None:
+        return context.run_config
+    unknown = sorted(set(settings) - set(NODE_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{RUN_SETTINGS_KEY!r} may hold only the node keys ({', '.join(NODE_KEYS)}); "
+            f"got {', '.join(unknown)}"
+        )
+    return {**context.run_config, **dict(settings)}
 
 
 def slowdown_of(node_config: Mapping[str, Any]) -> float:
@@ -140,18 +159,24 @@ def _received_model(
 
 
 _models = threading.local()
+MODELS_KEPT = 4
+"""Models a thread keeps (the most recently used): a study's runs may use several models."""
 
 
 def _model_for(spec: DataSpec, data: FederatedData) -> nn.Module:
     """This thread's model of ``spec`` for ``data``'s shape, built once and reused by every
-    task: a Ray actor serves many virtual nodes in turn, and a model built per task cost more
-    than its weights' copy. Every task loads all of the model's state (``set_weights``) and
-    builds its own optimizer, so a reused model trains exactly as a new one."""
+    task: a Ray actor serves many virtual nodes in turn (of several runs, in a study), and a
+    model built per task cost more than its weights' copy. Every task loads all of the model's
+    state (``set_weights``) and builds its own optimizer, so a reused model trains exactly as a
+    new one."""
     key = (spec.model, data.input_shape, data.num_classes)
-    cache: dict = _models.__dict__.setdefault("by_key", {})
-    if key not in cache:
-        cache.clear()  # one run's model at a time: a process that serves another run rebuilds
+    cache: OrderedDict = _models.__dict__.setdefault("by_key", OrderedDict())
+    if key in cache:
+        cache.move_to_end(key)
+    else:
         cache[key] = new_model(spec, data)
+        while len(cache) > MODELS_KEPT:
+            cache.popitem(last=False)
     return cache[key]
 
 
@@ -170,15 +195,15 @@ def _identity(node: NodeData) -> dict[str, int]:
     return {} if node.partition_id is None else {"partition-id": node.partition_id}
 
 
-def _device(context: Context) -> torch.device:
+def _device(context: Context, run_config: Mapping[str, Any]) -> torch.device:
     # The node config first: a mixed fleet runs one app, with "cuda" on some devices only.
-    return select_device(str(read("device", context.node_config, context.run_config)))
+    return select_device(str(read("device", context.node_config, run_config)))
 
 
-def _limit_threads(context: Context) -> None:
+def _limit_threads(context: Context, run_config: Mapping[str, Any]) -> None:
     """Apply ``threads`` (node config, else run config); 0 means one thread inside a Ray actor
     and torch's default elsewhere (``limit_torch_threads``)."""
-    threads = limit_torch_threads(int(read("threads", context.node_config, context.run_config)))
+    threads = limit_torch_threads(int(read("threads", context.node_config, run_config)))
     if in_ray_simulation():
         ray = sys.modules["ray"]
         node = f"{ray.get_runtime_context().get_node_id()} ({ray.util.get_node_ip_address()})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch import nn
 
@@ -9,6 +11,9 @@ from fl_async.models.cnn import CNN, CNN32
 from fl_async.models.logreg import LogReg
 from fl_async.models.resnet import ResNet8
 from fl_async.validation import InvalidArgument, check_choice, check_int
+
+_SEEDED = threading.Lock()
+"""Held while a seeded model draws its initial weights from torch's global generator."""
 
 MODEL_NAMES: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8", "logreg")
 # The smallest image each model accepts: one pixel must survive its pooling.
@@ -56,8 +61,9 @@ def build_model(
     if seed is None:
         return _construct(name, num_classes, in_channels, image_size, num_features)
     # torch.nn initialises from the global generator; fork_rng restores its state afterwards, so
-    # seeding here leaves the caller's random stream untouched.
-    with torch.random.fork_rng(devices=[]):
+    # seeding here leaves the caller's random stream untouched. The lock: that generator is the
+    # process's, and two threads seeding it at once (a study's runs) would mix their draws.
+    with _SEEDED, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return _construct(name, num_classes, in_channels, image_size, num_features)
 
