@@ -1,0 +1,171 @@
+"""A study: many runs on one grid (in-process nodes calling the real ClientApp), each with the
+history it has alone; a run that fails or is stopped ends with its own status, the others go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from fakegrid import FakeGrid, task_identity
+from memory_app import FAST, context, run_in_memory
+
+from fl_async.app import study_files as files
+from fl_async.app.client_app import app as client_app
+from fl_async.app.study_server import serve
+from fl_async.bench.scenarios import to_run_config_text
+
+NODES = 4
+BASE = {"num-nodes": NODES, "max-updates": 8, "eval-every": 4, **FAST}
+
+
+class OneAtATime(FakeGrid):
+    """A FakeGrid that fails a test when a node gets a message before answering its last one,
+    as Flower's simulation would cross the two replies."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.node_of: dict[str, int] = {}
+        self.crossed: list[int] = []
+
+    def push_messages(self, messages):  # noqa: D102
+        ids = []
+        for message in messages:
+            node = message.metadata.dst_node_id
+            if node in {self.node_of[i] for i in self._pending if i in self.node_of}:
+                self.crossed.append(node)
+            ids += super().push_messages([message])
+            self.node_of[ids[-1]] = node
+        return ids
+
+
+def _nodes() -> OneAtATime:
+    """Four in-process nodes whose own run config is empty: every setting they train with
+    comes from the run settings a study's message carries."""
+    ids = [9000 + 31 * k for k in range(NODES)]
+
+    def node(k):
+        ctx = context(partition=k, num_partitions=NODES, run_config={})
+        return lambda message: client_app(message, ctx)
+
+    return OneAtATime({ids[k]: node(k) for k in range(NODES)}, delay_seed=5)
+
+
+def _submit(study: Path, request_id: str, output: Path, **overrides) -> None:
+    text = to_run_config_text({**BASE, "output-dir": str(output), **overrides})
+    files.submit(study, files.Request(request_id, text, str(output), NODES))
+
+
+def _study(tmp_path: Path, jobs: int) -> Path:
+    study = tmp_path / "study"
+    files.write_study(study, jobs=jobs, nodes=NODES, owner_pid=os.getpid())
+    return study
+
+
+def _computed(history: dict) -> dict:
+    """``history`` without what depends on the wall clock or on where it was written."""
+
+    def clean(value):
+        if isinstance(value, dict):
+            dropped = {"wall-time", "started-at", "output-dir"}
+            return {k: clean(v) for k, v in value.items() if k not in dropped}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return clean(history)
+
+
+RUNS = {
+    "gsgm-dirichlet-0": {"strategy": "gsgm", "seed": 0},
+    "fedbuff-labelskew-1": {
+        "strategy": "fedbuff",
+        "seed": 1,
+        "partition.scheme": "label_skew",
+        "fedbuff.buffer-size": 2,
+    },
+    "asgd-iid-2": {"strategy": "asgd", "seed": 2, "partition.scheme": "iid"},
+}
+
+
+def test_runs_of_a_study_have_the_histories_they_have_alone_and_a_bad_one_fails_alone(tmp_path):
+    study = _study(tmp_path, jobs=2)
+    for at, (name, overrides) in enumerate(RUNS.items()):
+        _submit(study, f"{at:06d}", tmp_path / "study-runs" / name, **overrides)
+        if at == 0:  # a run the ServerApp refuses, between good ones
+            _submit(study, "000000b", tmp_path / "study-runs" / "bad", **{"eval-grid": 5})
+    files.close(study)
+    grid = _nodes()
+    with task_identity():
+        assert serve(grid, study) == 4
+        alone = {name: run_in_memory(tmp_path, name, **o)[0] for name, o in RUNS.items()}
+    for name in RUNS:
+        output = tmp_path / "study-runs" / name
+        history = json.loads((output / "history.json").read_text())
+        assert _computed(history) == _computed(alone[name]), name
+        status = files.read_status(output)
+        assert status["state"] == files.FINISHED and status["stopped-by"] == "budget"
+        assert "fl-async: final accuracy" in (output / "run.log").read_text()
+    assert grid.crossed == []  # never two messages at one node, though two runs went at once
+    assert len(grid.log) > 3 * 8
+    bad = tmp_path / "study-runs" / "bad"
+    status = files.read_status(bad)
+    assert status["state"] == files.FAILED and "eval-grid" in status["reason"]
+    assert not (bad / "history.json").exists()
+    assert "eval-grid" in (bad / "run.log").read_text()
+
+
+def test_a_stopped_run_ends_stopped_while_the_other_finishes(tmp_path):
+    study = _study(tmp_path, jobs=2)
+    long, short = tmp_path / "long", tmp_path / "short"
+    _submit(study, "000001", long, **{"max-updates": 100_000})
+    _submit(study, "000002", short)
+    files.close(study)
+
+    def stop_once_running() -> None:  # as bench does at --run-timeout
+        for _ in range(600):
+            if (long / "run.log").exists():
+                break
+            threading.Event().wait(0.05)
+        files.ask_to_stop(study, "000001")
+
+    stopper = threading.Thread(target=stop_once_running)
+    stopper.start()
+    with task_identity():
+        assert serve(_nodes(), study) == 2
+    stopper.join()
+    assert files.read_status(long)["state"] == files.STOPPED
+    assert "wall-clock limit" in files.read_status(long)["reason"]
+    assert files.read_status(short)["state"] == files.FINISHED
+
+
+def test_a_study_whose_owner_is_gone_takes_no_run_and_ends(tmp_path):
+    study = tmp_path / "study"
+    files.write_study(study, jobs=1, nodes=NODES, owner_pid=_a_finished_pid())
+    _submit(study, "000001", tmp_path / "run")
+    with task_identity():
+        assert serve(_nodes(), study) == 0
+    assert files.read_status(tmp_path / "run") is None
+
+
+def _a_finished_pid() -> int:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_message_whose_run_settings_hold_other_keys_is_refused():
+    from flwr.app import ConfigRecord, Message, RecordDict
+
+    from fl_async.clients.client_app import run_config_of
+
+    content = RecordDict({"run-settings": ConfigRecord({"seed": 1, "output-dir": "/tmp/x"})})
+    with task_identity():
+        message = Message(content, dst_node_id=1, message_type="train")
+    with pytest.raises(ValueError, match="only the node keys.*got output-dir"):
+        run_config_of(message, context())

@@ -1,0 +1,87 @@
+"""``fl-async bench`` through Flower's simulation: a suite made in one simulation (the study
+engine) gives the records of the same suite made with one simulation per run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fl_async.bench.records import load_records
+from fl_async.cli import main
+
+SUITE = [
+    "--scenario",
+    "a",
+    "--splits",
+    "dirichlet,label-skew",
+    "--seeds",
+    "0,1",
+    "--strategies",
+    "ssgd,asgd",
+    "--nodes",
+    "4",
+    "--rounds",
+    "2",
+    "--grid",
+    "5",
+    "--actors",
+    "2",
+    "--jobs",
+    "2",
+]
+"""The study: 2 strategies x 2 splits x 2 seeds, two at a time."""
+
+
+@pytest.mark.slow(seconds=120)
+def test_a_suite_in_one_simulation_has_the_records_of_one_simulation_per_run(tmp_path: Path):
+    """Eight runs (two strategies, two splits, two seeds) in one simulation, two at a time;
+    then the two runs of one split and seed again, each in a simulation of its own."""
+    study, alone = tmp_path / "study", tmp_path / "separate"
+    assert main(["bench", *SUITE, "--out", str(study)]) == 0
+    again = [
+        *SUITE[: SUITE.index("--splits")],
+        "--splits",
+        "label-skew",
+        "--seeds",
+        "1",
+        *SUITE[SUITE.index("--strategies") :],
+    ]
+    assert main(["bench", *again, "--engine", "separate", "--out", str(alone)]) == 0
+    made = {}
+    for out in (study, alone):
+        assert main(["bench", "--out", str(out), "--export", str(out) + "-rec"]) == 0
+        made[out.name] = load_records(Path(str(out) + "-rec"))
+    provenance = {engine: _pop_provenance(records) for engine, records in made.items()}
+    assert sum(len(by_seed) for r in made["study"].values() for by_seed in r.values()) == 8
+    both = {s: made["study"]["label-skew"][s][1] for s in ("ssgd", "asgd")}
+    assert _computed(both) == _computed({s: made["separate"]["label-skew"][s][1] for s in both})
+    for engine, found in provenance.items():
+        assert {(p["engine"], p["runs-at-a-time"], p["actors"]) for p in found} == {(engine, 2, 2)}
+        assert all(p["commit"] is None or len(p["commit"]) == 40 for p in found)
+    # one simulation for the whole study: its folder, its log, every run's status in its folder
+    (folder,) = (study / ".studies").iterdir()
+    assert "fl-async: study done: 8 runs" in (folder / "study.log").read_text()
+    for status in study.glob("*/*-seed*/run-status.json"):
+        assert json.loads(status.read_text())["state"] == "finished"
+    assert len(list(study.glob("*/*-seed*/run-status.json"))) == 8
+
+
+def _pop_provenance(records: dict) -> list[dict]:
+    return [
+        record["run"].pop("provenance")
+        for by_strategy in records.values()
+        for by_seed in by_strategy.values()
+        for record in by_seed.values()
+    ]
+
+
+def _computed(value: object) -> object:
+    """``value`` without its wall-clock fields (wall times, the time a run started)."""
+    if isinstance(value, dict):
+        dropped = {"wall-time", "started-at"}
+        return {k: _computed(v) for k, v in value.items() if k not in dropped}
+    if isinstance(value, list):
+        return [_computed(v) for v in value]
+    return value
