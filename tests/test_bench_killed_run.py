@@ -19,6 +19,7 @@ import pytest
 
 from fl_async.app import local_ray
 from fl_async.app.outcome import SUPERLINK_LOG
+from fl_async.bench.engines import STUDIES
 from fl_async.cli import main
 from fl_async.strategies.checkpoint import FILENAME
 
@@ -60,9 +61,10 @@ def _naming(names: set[str]) -> list[int]:
 
 
 def _run_processes(run: Path) -> list[int]:
-    """The processes of the run's Ray head (their command lines name its directory, which its
-    ``ray.log`` names), its SuperLink (with its supervisor: they name its ``superlink.log``) and
-    the SuperExec under it (which names the SuperLink's pid)."""
+    """The processes of the simulation whose logs are in ``run``: its Ray head (their command
+    lines name its directory, which its ``ray.log`` names), its SuperLink (with its supervisor:
+    they name its ``superlink.log``) and the SuperExec under it (which names the SuperLink's
+    pid)."""
     ray_log = run / local_ray.LOG
     names = set(re.findall(r"fl-async-ray-\w+", ray_log.read_text(errors="replace")))
     assert names, f"{ray_log} names no Ray directory"
@@ -83,8 +85,10 @@ def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+    # the study's simulation (its SuperLink, Ray head and logs) serves the suite's runs
+    (simulation,) = (run.parents[1] / STUDIES).iterdir()
     deadline = time.monotonic() + 60
-    while (left := _run_processes(run)) and time.monotonic() < deadline:
+    while (left := _run_processes(simulation)) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid in left:  # so that a failure leaves nothing behind
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -98,6 +98,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="more simulation options for flwr run (e.g. client-resources-num-gpus=0.25)",
     )
     parser.add_argument("--app", default=".", help="the Flower App directory (default: .)")
+    add_study_argument(parser)
+    add_tracking_arguments(parser)
+
+
+def add_study_argument(parser: argparse.ArgumentParser) -> None:
+    """``--study DIR``: many runs in one simulation, as ``fl-async bench`` hands them over."""
     parser.add_argument(
         "--study",
         metavar="DIR",
@@ -105,7 +111,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make the runs that fl-async bench hands to the study folder DIR, many in this "
         "one simulation, instead of one run (used by fl-async bench)",
     )
-    add_tracking_arguments(parser)
 
 
 def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
@@ -244,10 +249,8 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
             signal.signal(signal.SIGTERM, previous)
         if head is not None and os.path.isdir(head.temp_dir):
             print(f"fl-async: Ray's logs for this run are in {head.temp_dir}")
-    if args.study:
-        code, line = outcome.study_verdict(status, plan.output)
-    else:
-        code, line = outcome.verdict(status, plan.output, started)
+    verdict = outcome.study_verdict if args.study else outcome.verdict
+    code, line = verdict(status, plan.output, started)
     print(line)
     return code
 
@@ -320,9 +323,7 @@ def _flwr_run(
         args.run_config,
         # A second --run-config: its keys win over the same keys in the user's string.
         "--run-config",
-        f"num-nodes={plan.nodes} output-dir={json.dumps(str(plan.output))}"
-        # a study's ServerApp makes the runs of its folder (the folder is its output-dir)
-        + (f" study-dir={json.dumps(str(plan.output))}" if args.study else ""),
+        _launcher_keys(plan, study=bool(args.study)),
     ]
     run_id, done = None, False
     done_line = _STUDY_DONE if args.study else _SERVERAPP_DONE
@@ -353,6 +354,13 @@ def _flwr_run(
         if done:
             superlink.end(process)  # what it would still print is Flower shutting down
     return run_id, done
+
+
+def _launcher_keys(plan: Plan, *, study: bool) -> str:
+    """The run-config keys the launcher sets: the node count and output folder, and for a study
+    its folder (which is also its output folder), whose runs the ServerApp then makes."""
+    keys = f"num-nodes={plan.nodes} output-dir={json.dumps(str(plan.output))}"
+    return keys + (f" study-dir={json.dumps(str(plan.output))}" if study else "")
 
 
 def _status(run_id: int | None, link: subprocess.Popen, env: dict[str, str], *, cwd: Path) -> str:

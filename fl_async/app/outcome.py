@@ -33,9 +33,9 @@ def verdict(status: str, output: Path, started: float) -> tuple[int, str]:
     return 0, f"fl-async: done ({stop}); results in {output}"
 
 
-def study_verdict(status: str, study: Path) -> tuple[int, str]:
-    """0 when the study's simulation completed (each run's ending is in its own status), else
-    1; with the line to print."""
+def study_verdict(status: str, study: Path, started: float) -> tuple[int, str]:
+    """0 when the study's simulation completed (each run's ending is in its own status, so
+    ``started`` is not needed), else 1; with the line to print."""
     if status != COMPLETED:
         return 1, (
             f"fl-async: the study's simulation failed (status {status!r}); its runs' statuses "

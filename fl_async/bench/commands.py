@@ -30,10 +30,8 @@ def run_and_report(
     records: Path | None = None,
     engine: str = "study",
 ) -> int:
-    """Run the suite's missing runs into ``out``, ``jobs`` at a time in one simulation per node
-    count (``engine`` "study") or each in its own ("separate") (on the Ray cluster at
-    ``ray_address``, if given; each stopped after ``run_timeout`` seconds, if given; none that
-    the records folder ``records`` holds), then write its report; 1 if a run failed."""
+    """Run the suite's missing runs into ``out`` (``run_suite``, each stopped after
+    ``run_timeout`` s if given), then write its report; 1 if a run failed."""
     from fl_async.data.download import DownloadError
 
     started = time.monotonic()

@@ -148,8 +148,11 @@ class Study:
             if status is not None:
                 return _exit_code(status, timed_out=asked is not None)
             if not simulation.thread.is_alive():
-                _note(log, f"the study's simulation ended (exit code {simulation.exit_code}) "
-                      f"before this run did; see {simulation.folder / 'study.log'}")  # fmt: skip
+                ended = simulation.exit_code or "none yet"
+                where = simulation.folder / "study.log"
+                _note(
+                    log, f"the study's simulation ended (exit {ended}) before this run; see {where}"
+                )
                 return 1
             waited = time.monotonic() - started
             if asked is None and self.timeout is not None and waited > self.timeout:

@@ -79,34 +79,22 @@ def run_suite(
 ) -> SuiteOutcome:
     """Run every planned run that is not done yet, ``jobs`` at once (with ``actors``
     ClientApps, or on the Ray cluster at ``ray_address``), printing the progress through
-    ``echo``. ``engine`` "study" makes them in one simulation per node count, "separate" each
-    in its own (by ``launch``, default ``Subprocesses``; a given ``launch`` means "separate").
-    A run the records folder ``records`` holds (same run config) counts as done."""
+    ``echo``: by ``engine``, "study" (one simulation per node count) or "separate" (each run
+    by ``launch``, default ``Subprocesses``; a ``launch`` given means "separate"). A run the
+    records folder ``records`` holds (same run config) counts as done."""
     check_int("--jobs", jobs, minimum=1)
     check_choice("--engine", engine, ENGINES)
     validate(spec)
     held = held_records(records)
     out.mkdir(parents=True, exist_ok=True)
     record_call(out, spec)
-    app_dir = app_dir or default_app_dir()
+    where = {"app_dir": app_dir or default_app_dir(), "actors": actors, "ray_address": ray_address}
     if launch is not None or engine == "separate":
         launch = launch or Subprocesses(timeout=run_timeout)
-        made: Engine = Separate(launch, app_dir, actors, ray_address, runs_at_a_time=jobs)
+        made: Engine = Separate(launch, **where, runs_at_a_time=jobs)
     else:
-        made = Study(
-            out,
-            app_dir=app_dir,
-            actors=actors,
-            runs_at_a_time=jobs,
-            ray_address=ray_address,
-            timeout=run_timeout,
-        )
-    plan = [
-        Planned(RunLabel(split, seed, strategy), run_dir(out, split, strategy, seed))
-        for split in spec.scenario.splits
-        for seed in spec.seeds
-        for strategy in spec.ordered_strategies()
-    ]
+        made = Study(out, **where, runs_at_a_time=jobs, timeout=run_timeout)
+    plan = _plan(spec, out)
     todo = [p for p in plan if not is_done(p.directory) and _record_of(held, p.label) is None]
     progress = Progress(len(todo), jobs, echo, clock)
     provenance = run_provenance(
@@ -121,6 +109,16 @@ def run_suite(
             return _Loop(spec, out, plan, jobs, made, progress, held).run(start)
         finally:
             made.close()
+
+
+def _plan(spec: SuiteSpec, out: Path) -> list[Planned]:
+    """Every run of the suite, in the order a sequential suite takes."""
+    return [
+        Planned(RunLabel(split, seed, strategy), run_dir(out, split, strategy, seed))
+        for split in spec.scenario.splits
+        for seed in spec.seeds
+        for strategy in spec.ordered_strategies()
+    ]
 
 
 def held_records(records: Path | None) -> dict[str, Records]:
