@@ -124,7 +124,7 @@ def read_train_reply(message: Message) -> Reply:
     records = message.content.array_records
     check_metrics(message)
     metrics = metrics_of(message)
-    _check_num_examples(metrics)
+    check_num_examples(metrics)
     if PSEUDO_GRADIENT_KEY in records:
         return Reply(decode_arrays(records[PSEUDO_GRADIENT_KEY]), True, metrics)
     if ARRAYS_KEY in records:
@@ -156,10 +156,14 @@ def check_metrics(message: Message) -> None:
                          "allowed (a list counts one per value)")  # fmt: skip
 
 
-def _check_num_examples(metrics: Mapping[str, int | float]) -> None:
+def check_num_examples(metrics: Mapping[str, int | float]) -> int:
+    """``num-examples`` of ``metrics`` (0 when absent); ValueError unless a whole number in
+    [0, 2**53]."""
     value = metrics.get("num-examples", 0)
-    if _whole(value) is None:
+    count = _whole(value)
+    if count is None:
         raise ValueError(f"num-examples must be a whole number in [0, 2**53], got {value!r}")
+    return count
 
 
 def decode_arrays(record: ArrayRecord) -> list[np.ndarray]:

@@ -39,11 +39,12 @@ class Claiming:
 
     def __call__(self, message: Message) -> Message:
         reply = self.node(message)
-        if message.metadata.message_type == "query":
-            if not self.at_join:
-                return reply
+        kind = message.metadata.message_type
+        if kind == "evaluate" or kind == "query" and self.at_join:
             metrics = {**reply.content.metric_records["metrics"], "num-examples": self.claim}
             return Message(RecordDict({"metrics": MetricRecord(metrics)}), reply_to=message)
+        if kind == "query":
+            return reply
         record = message.content.array_records["arrays"]
         base = record.to_numpy_ndarrays()
         trained = reply.content.array_records["arrays"].to_numpy_ndarrays()
@@ -138,6 +139,14 @@ def test_a_node_declaring_2_53_when_it_joins_weighs_ten_times_the_median_count()
     target = next(n.target for n in quadratic_fleet(5, seed=21).values()
                   if n.partition_id == ATTACKER)  # fmt: skip
     assert np.abs(final(alone) - target).max() < 0.01 < np.abs(final(liar) - target).max()
+
+
+def test_federated_evaluation_weighs_a_claimed_count_as_training_does():
+    claimed, _ = ssgd_run("honest", HUGE, federated_evaluation=True)
+    honest, _ = ssgd_run(federated_evaluation=True)
+    # Uncapped, the attacker's count would weigh alone and the average be its own loss.
+    assert claimed.evaluate_metrics_clientapp == honest.evaluate_metrics_clientapp
+    assert len(honest.evaluate_metrics_clientapp) == 1
 
 
 # ------------------------------------------------------------------------------------ metrics
