@@ -4,6 +4,8 @@ Flower's simulation, and the run's Ray (head, raylet, agents, the actors' worker
 """
 
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,6 +35,10 @@ def test_a_default_simulation_listens_on_loopback_only_and_runs_no_ray_client_se
         found = sockets.listening(pids)
     finally:
         launcher.stop()
+        # Stopped mid-run, the launcher keeps its Ray head's logs, and says where.
+        kept = re.search(r"Ray's logs for this run are in (\S+)", launcher.log())
+        if kept:
+            shutil.rmtree(kept.group(1), ignore_errors=True)
     assert launcher.leftovers() == []
     # The reading finds what must listen: the SuperLink (HTTP), Ray's GCS and raylet.
     listeners = {s.program.split()[0].rsplit("/", 1)[-1] for s in found}

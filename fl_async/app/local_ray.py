@@ -58,7 +58,8 @@ kills them all."""
 class RayHead:
     """``ray start --head --block`` on free ports; ``address`` is its GCS address, and
     ``on_failure`` is called (from another thread) with the reason if the head fails before it
-    answers: the reason, not the head, since the head may fail before its constructor returns."""
+    answers: the reason, not the head, since the head may fail before its constructor returns.
+    A driver that joins it needs ``LOOPBACK`` in its environment before it imports Ray."""
 
     def __init__(
         self,
