@@ -198,6 +198,7 @@ SERVER_KEYS: dict[str, Key] = {
     "guard.mode": Key("reject", _choice(GUARD_MODES)),
     "guard.window": Key(50, _integer(1)),
     "guard.warmup": Key(1, _integer(1)),
+    "weight-cap": Key(10.0, _guard_factor),  # 0: no bound by the median, as guard.factor's off
     "tracking.backend": Key("", _choice(("", *TRACKERS))),
     "tracking.uri": Key("", _text),
     "tracking.run-name": Key("", _text),
@@ -233,15 +234,8 @@ NODE_KEYS: dict[str, Key] = {
 }
 """The keys the ClientApp reads (the ServerApp reads them too: it splits and evaluates alike)."""
 
-TRAIN_KEYS: tuple[str, ...] = (
-    "local-epochs",
-    "local-steps",
-    "lr",
-    "momentum",
-    "weight-decay",
-    "batch-size",
-    "proximal-mu",
-)
+TRAIN_KEYS: tuple[str, ...] = ("local-epochs", "local-steps", "lr", "momentum", "weight-decay",
+                               "batch-size", "proximal-mu")  # fmt: skip
 """The training settings a task's config may carry (the server sends them with every task)."""
 
 SCHEMA: dict[str, Key] = {

@@ -45,6 +45,11 @@ RUN_SETTINGS_KEY = "run-settings"
 """The ConfigRecord of a study's message that carries its run's node settings."""
 MAX_NUM_EXAMPLES = 2**53
 """The largest ``num-examples`` a reply may declare: the largest count a float holds exactly."""
+MAX_METRICS = 64
+"""The most metrics a train reply may carry, over all its MetricRecords (a list metric counts
+one per value): the history keeps every reply's numbers. fl-async's ClientApp sends 8."""
+MAX_METRIC_NAME = 100
+"""The longest name, in characters, of a metric in a train reply."""
 UNDELIVERED = {
     ErrorCode.MESSAGE_UNAVAILABLE: "timeout",
     ErrorCode.REPLY_MESSAGE_UNAVAILABLE: "timeout",
@@ -121,10 +126,12 @@ def metrics_of(message: Message) -> dict[str, int | float]:
 
 def read_train_reply(message: Message) -> Reply:
     """Parse a train reply; raise ValueError (with what was found) when it breaks the contract:
-    no model, an array that is not a numeric numpy array, or a bad ``num-examples``."""
+    no model, an array that is not a numeric numpy array, a bad ``num-examples``, or metrics
+    beyond ``MAX_METRICS`` or ``MAX_METRIC_NAME``."""
     records = message.content.array_records
+    check_metrics(message)
     metrics = metrics_of(message)
-    _check_num_examples(metrics)
+    check_num_examples(metrics)
     if PSEUDO_GRADIENT_KEY in records:
         return Reply(decode_arrays(records[PSEUDO_GRADIENT_KEY]), True, metrics)
     if ARRAYS_KEY in records:
@@ -137,10 +144,33 @@ def read_train_reply(message: Message) -> Reply:
     )
 
 
-def _check_num_examples(metrics: Mapping[str, int | float]) -> None:
+def check_metrics(message: Message) -> None:
+    """Raise ValueError, naming the bound, when ``message``'s metrics number more than
+    ``MAX_METRICS`` (a list counting one per value) or one's name is longer than
+    ``MAX_METRIC_NAME``. The count is taken before any metric is read: a reply with 100,000
+    of them costs a length per record."""
+    records = message.content.metric_records.values()
+    count = sum(len(record) for record in records)
+    if count <= MAX_METRICS:
+        for record in records:
+            for name, value in record.items():
+                count += len(value) - 1 if isinstance(value, list) else 0
+                if len(name) > MAX_METRIC_NAME:
+                    raise ValueError(f"metric name {name[:20]!r}... has {len(name)} characters; "
+                                     f"at most {MAX_METRIC_NAME} are allowed")  # fmt: skip
+    if count > MAX_METRICS:
+        raise ValueError(f"a reply carries {count} metric values; at most {MAX_METRICS} are "
+                         "allowed (a list counts one per value)")  # fmt: skip
+
+
+def check_num_examples(metrics: Mapping[str, int | float]) -> int:
+    """``num-examples`` of ``metrics`` (0 when absent); ValueError unless a whole number in
+    [0, 2**53]."""
     value = metrics.get("num-examples", 0)
-    if _whole(value) is None:
+    count = _whole(value)
+    if count is None:
         raise ValueError(f"num-examples must be a whole number in [0, 2**53], got {value!r}")
+    return count
 
 
 def decode_arrays(record: ArrayRecord) -> list[np.ndarray]:

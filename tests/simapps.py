@@ -142,7 +142,9 @@ def backend_config(actors: int = 2) -> dict[str, Any]:
 def shared_ray(directory: Path) -> Iterator[None]:
     """One Ray head (2 CPUs) that every in-process simulation inside joins (``RAY_ADDRESS``),
     instead of each starting and stopping a Ray of its own; stopped at the end."""
-    from fl_async.app.local_ray import RayHead
+    import ray._private.ray_constants as ray_constants
+
+    from fl_async.app.local_ray import LOOPBACK, RayHead
 
     head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
                    on_failure=lambda reason: None)  # fmt: skip
@@ -151,6 +153,11 @@ def shared_ray(directory: Path) -> Iterator[None]:
             assert head.failure is None, head.failure
         with pytest.MonkeyPatch.context() as patch:  # puts back a RAY_ADDRESS set before
             patch.setenv("RAY_ADDRESS", head.address)
+            # The head listens on loopback only: its drivers must look for it there. This
+            # process, the driver, read LOOPBACK's variable when it imported Ray: set it too.
+            for key, value in LOOPBACK.items():
+                patch.setenv(key, value)
+            patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
             yield
     finally:
         head.stop()

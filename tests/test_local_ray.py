@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+import sockets
 from flower_processes import descendants, wait_processes_gone, wait_until
 from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks, flwr_processes
 
-from fl_async.app import launch, local_ray, preflight, superlink
+from fl_async.app import launch, local_ray, preflight, ray_start, superlink
 
 SLEEPER = "import time; time.sleep(60)"
 REAL_HEAD = local_ray.RayHead
@@ -133,9 +134,13 @@ def test_no_head_for_a_ray_cluster_for_ray_init_args_or_off_the_main_thread(tmp_
 
 
 @pytest.mark.slow(seconds=10)
-def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path):
+def test_the_real_head_starts_no_autoscaler_monitor_no_idle_workers_and_listens_on_loopback(
+    tmp_path,
+):
     """Ray's defaults start an autoscaler monitor, and an idle worker per CPU for the first
-    driver: Python processes that a run never uses (Flower's actors get workers of their own)."""
+    driver: Python processes that a run never uses (Flower's actors get workers of their own).
+    Ray's defaults also bind its servers to the machine's network address and start a Ray
+    Client server: the head listens on loopback only, and without one."""
     head = local_ray.RayHead(
         2,
         dict(os.environ),
@@ -147,21 +152,38 @@ def test_the_real_head_starts_no_autoscaler_monitor_and_no_idle_workers(tmp_path
     try:
         assert head.ready.wait(60), head.failure
         # Ray starts its idle workers when the first driver connects, as the simulation does.
+        # The launcher gives the simulation LOOPBACK too: a driver looks for its node there.
         driver = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, head.address], stdout=subprocess.PIPE, text=True
-        )
-        assert driver.stdout.readline() == "connected\n"
+            [sys.executable, "-c", DRIVER, head.address], stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **local_ray.LOOPBACK},
+        )  # fmt: skip
+        assert _line(driver, 60) == "connected\n"
         time.sleep(3)
-        tree = [_program(pid) for pid in superlink.descendants(head.process.pid)]
+        pids = [driver.pid, *superlink.descendants(head.process.pid)]
+        tree = [_program(pid) for pid in pids]
+        found = sockets.listening(pids)
     finally:
         if driver is not None:
             driver.kill()
             driver.wait()
         head.stop()
+    gcs_port = int(head.address.rsplit(":", 1)[1])
+    assert gcs_port in {s.port for s in found}, found  # the reading of /proc finds Ray's own
+    assert [s for s in found if not s.loopback] == [], found
+    assert not [p for p in tree if "ray.util.client.server" in p], tree
     assert any(program.endswith("/raylet") for program in tree), tree
     # An idle worker names itself "ray::IDLE" (Ray rewrites its command line).
     unused = ("autoscaler/_private/monitor.py", "ray::IDLE")
     assert not [program for program in tree if program.strip().endswith(unused)], tree
+
+
+def _line(process: subprocess.Popen, timeout: float) -> str:
+    """The first line ``process`` writes, or "" if none comes within ``timeout`` seconds."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return lines[0] if lines else ""
 
 
 def _program(pid: int) -> str:
@@ -250,3 +272,26 @@ def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grac
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(supervisor, signal.SIGKILL)
+
+
+def test_the_head_binds_to_loopback_and_starts_a_ray_client_server_only_when_asked(monkeypatch):
+    command = local_ray._command(6379, 2, "/tmp/x")
+    assert "--node-ip-address=127.0.0.1" in command
+    assert local_ray.RAY_COMMAND[-1] == "fl_async.app.ray_start"
+    assert not ray_start.asks_for_client_server(command)
+    assert ray_start.asks_for_client_server(["start", "--ray-client-server-port=10001"])
+    assert ray_start.asks_for_client_server(["start", "--ray-client-server-port", "10001"])
+    from ray.scripts import scripts
+
+    # What `ray start` reads to decide on the server (port 10001 when it finds no error).
+    monkeypatch.setattr(
+        scripts, "main", lambda: seen.append(scripts.get_ray_client_dependency_error())
+    )
+    monkeypatch.setattr(scripts, "get_ray_client_dependency_error", lambda: None)
+    seen: list = []
+    monkeypatch.setattr(sys, "argv", ["ray", *command[3:]])
+    ray_start.main()
+    monkeypatch.setattr(scripts, "get_ray_client_dependency_error", lambda: None)
+    monkeypatch.setattr(sys, "argv", ["ray", "start", "--head", "--ray-client-server-port=10001"])
+    ray_start.main()
+    assert isinstance(seen[0], ImportError) and seen[1] is None

@@ -222,6 +222,8 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
         head = _start_ray_head(plan, args, address, env, failures)
         joined = head.address if head is not None else address
         env = {**env, **cluster.ray_environment(joined)}
+        if address is None:  # a Ray of the run's own (its head, or Flower's ray.init())
+            env.update(local_ray.LOOPBACK)  # listens on loopback only; its driver looks there
         process = superlink.start_superlink(
             env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
         )

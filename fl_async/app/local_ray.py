@@ -7,10 +7,13 @@ while the SuperLink, ``flwr run`` and the simulation process start, and the simu
 through ``RAY_ADDRESS`` (as it joins a cluster given with ``--ray-address``).
 
 The head has one CPU per actor and a temporary directory of its own, so that no other
-``ray.init()`` on the machine finds and joins it. It is stopped with every process under it when
-the run ends, and its directory (Ray's session logs) is removed unless the run failed. A head
-that exits, or does not answer within ``START_TIMEOUT`` seconds, fails the run
-(``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it for minutes.
+``ray.init()`` on the machine finds and joins it. It listens on loopback only (``LOOPBACK``):
+Ray asks nobody for credentials, and on the machine's network address whoever reached its ports
+could run code in it. For the same reason it starts no Ray Client server. It is stopped with
+every process under it when the run ends, and its directory (Ray's session logs) is removed
+unless the run failed. A head that exits, or does not answer within ``START_TIMEOUT`` seconds,
+fails the run (``RayHead.failure``, then ``on_failure``): Ray's ``ray.init()`` would wait for it
+for minutes.
 On Linux the head also dies with the launcher when nothing could stop it (the launcher killed
 with SIGKILL): ``ray start --block`` runs under the supervisor of ``fl_async.app.supervisor``,
 which the kernel sends SIGTERM when the launcher dies. It passes one SIGTERM on, on which ``ray
@@ -34,8 +37,14 @@ from fl_async.app import cluster, ports, superlink, supervisor
 
 START_TIMEOUT = 120.0
 """Seconds the head gets to answer before the run is stopped."""
-RAY_COMMAND = [sys.executable, "-m", "ray.scripts.scripts"]
-"""Ray's command line (``ray``), run by this Python whatever ``PATH`` holds."""
+RAY_COMMAND = [sys.executable, "-m", "fl_async.app.ray_start"]
+"""Ray's command line (``ray``), run by this Python whatever ``PATH`` holds, without the Ray
+Client server that ``ray start --head`` would start (``fl_async.app.ray_start``)."""
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+"""Ray's switch for a single-machine Ray (its default on Windows and macOS): the node's address
+is 127.0.0.1, which Ray's servers then bind to. Without it, Ray turns a ``--node-ip-address``
+of 127.0.0.1 into the machine's network address, and its servers listen on every interface. The
+simulation's driver needs it too, to find its node at 127.0.0.1."""
 LEAN = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
 """No idle workers started ahead: Flower's actors carry a runtime environment, so Ray starts
 workers of their own for them, and the prestarted ones only cost a Python start-up each."""
@@ -49,7 +58,8 @@ kills them all."""
 class RayHead:
     """``ray start --head --block`` on free ports; ``address`` is its GCS address, and
     ``on_failure`` is called (from another thread) with the reason if the head fails before it
-    answers: the reason, not the head, since the head may fail before its constructor returns."""
+    answers: the reason, not the head, since the head may fail before its constructor returns.
+    A driver that joins it needs ``LOOPBACK`` in its environment before it imports Ray."""
 
     def __init__(
         self,
@@ -73,7 +83,7 @@ class RayHead:
                 supervisor.dying_with_this_process(
                     _command(port, actors, self.temp_dir), HEAD_GRACE
                 ),
-                env={**env, **LEAN},
+                env={**env, **LEAN, **LOOPBACK},
                 cwd=cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -130,10 +140,12 @@ def _command(port: int, actors: int, temp_dir: str) -> list[str]:
         "--include-dashboard=false",
         f"--temp-dir={temp_dir}",
         f"--port={port}",
+        # With LOOPBACK in its environment: every server of Ray (GCS, raylet, object manager,
+        # agents, workers) binds to 127.0.0.1 only.
+        "--node-ip-address=127.0.0.1",
         f"--num-cpus={actors}",
-        # Fixed by default (10001, 8265, 52365, workers from 10002 up): two runs at once on
-        # one machine would collide. 0: workers and drivers take ports the system gives.
-        f"--ray-client-server-port={ports.free_port()}",
+        # Fixed by default (8265, 52365, workers from 10002 up): two runs at once on one
+        # machine would collide. 0: workers and drivers take ports the system gives.
         f"--dashboard-port={ports.free_port()}",
         f"--dashboard-agent-listen-port={ports.free_port()}",
         "--min-worker-port=0",

@@ -58,6 +58,7 @@ def build_strategy(
             federated_evaluation=config.federated_evaluation,
             seed=config.seed,
             guard=_guard(config),
+            weight_cap=float(config.values["weight-cap"]) or None,
             send_ahead=int(config.values["send-ahead"]) or None,
             identify_nodes=AT_ONCE,  # fl-async's own ClientApp answers the query
         )

@@ -24,6 +24,7 @@ from flwr.serverapp import Grid
 from fl_async.aggregators import GUARD_FACTOR, Aggregator, UpdateGuard
 from fl_async.scheduling import Asynchronous, DispatchPolicy, VirtualClock
 from fl_async.strategies.checkpoint import Checkpointer
+from fl_async.strategies.claims import WEIGHT_CAP, WeightCap
 from fl_async.strategies.compensation import TaskBases
 from fl_async.strategies.dispatch import TaskDispatch
 from fl_async.strategies.evaluation import ShouldStop, StepBoundaries, check_should_stop, grid_times
@@ -102,6 +103,9 @@ class AsyncStrategy(
     guard : UpdateGuard, float or None (default: 10.0)
         Refuse updates whose norm exceeds this multiple of the median accepted one, before the
         rule sees them; an ``UpdateGuard`` for clipping instead; None or 0: off.
+    weight_cap : float or None (default: 10.0)
+        A reply's sample count weighs at most this multiple of the median count the connected
+        nodes declared, and never more than its node declared (None or 0: the latter only).
     send_ahead : int, optional
         Keep at most this many tasks unanswered at the grid, held ones sent earliest virtual
         finish first, so a simulation's actors compute them about in the order they are applied
@@ -138,6 +142,7 @@ class AsyncStrategy(
         refresh_interval: float = 2.0,
         guard: UpdateGuard | float | None = GUARD_FACTOR,
         send_ahead: int | None = None,
+        weight_cap: float | None = WEIGHT_CAP,
     ) -> None:
         _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid, send_ahead)
         self.aggregator, self.send_ahead = aggregator, send_ahead
@@ -160,6 +165,7 @@ class AsyncStrategy(
         self.poll_interval = check_number("poll_interval", poll_interval, minimum=0, min_open=True)
         self.refresh_interval = check_number("refresh_interval", refresh_interval, minimum=0)
         self.guard = UpdateGuard.of(guard)
+        self.weight_cap = WeightCap(weight_cap).ratio  # checked here, not at start()
         self._auto = []
         self._new_run(timeout=3600.0, evaluate_fn=None)
 
@@ -276,7 +282,8 @@ class AsyncStrategy(
         self._registry = NodeRegistry(identify=self.identify_nodes,
                                       poll_interval=self.poll_interval,
                                       max_failures=self.max_failures,
-                                      on_idle=self.policy.set_idle)  # fmt: skip
+                                      on_idle=self.policy.set_idle,
+                                      weight_cap=self.weight_cap)  # fmt: skip
         self._book = TaskBook()
         self._outbox = Outbox(self.send_ahead)
         self.guard.reset()

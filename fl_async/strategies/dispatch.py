@@ -107,7 +107,8 @@ class TaskDispatch:
         config = {**self._train_config, **self.task_config}
         if int(config.get("local-steps", 0)) > 0:
             return int(config["local-steps"]) * int(config.get("batch-size", 32))
-        known = node.num_examples if node.num_examples is not None else 100
+        examples = self._registry.examples(node)  # capped: a claim cannot stall the clock
+        known = examples if examples is not None else 100
         return known * int(config.get("local-epochs", 1))
 
     def _track(self, msg_id: str, task: Task) -> None:

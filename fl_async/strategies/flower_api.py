@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from logging import INFO
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -75,11 +75,27 @@ class FlowerStrategyAPI(Strategy):
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
-        """Average the replies' metrics weighted by ``num-examples`` (as FedAvg does)."""
-        contents = [r.content for r in replies if not r.has_error()]
+        """Average the replies' metrics weighted by ``num-examples`` (as FedAvg does), each count
+        capped as a train reply's is; a reply beyond the metric bounds, or with a bad count, is
+        left out as ``malformed`` (docs/algorithms.md, What a node claims)."""
+        contents = [c for r in replies if not r.has_error() and (c := self._bounded(r)) is not None]
         if not contents:
             return None
         return aggregate_metricrecords(contents, "num-examples")
+
+    def _bounded(self, reply: Message) -> RecordDict | None:
+        """An evaluate reply's scalar metrics, its ``num-examples`` capped; None if malformed."""
+        try:
+            protocol.check_metrics(reply)
+            metrics = protocol.metrics_of(reply)
+            claimed = protocol.check_num_examples(metrics)
+        except ValueError as err:
+            self._recorder.fault("malformed", f"evaluate reply of node "
+                                 f"{reply.metadata.src_node_id}: {err}")  # fmt: skip
+            return None
+        node = self._registry.get(reply.metadata.src_node_id)
+        weight = self._registry.cap.weight(claimed, None if node is None else node.declared)
+        return RecordDict({protocol.METRICS_KEY: MetricRecord({**metrics, "num-examples": weight})})
 
     def _federated_evaluation(self, grid: Grid, config: ConfigRecord | None) -> None:
         """Evaluate the final model on the nodes (the run is over: nothing else is in flight)."""

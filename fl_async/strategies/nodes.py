@@ -8,6 +8,10 @@ its node id for good. A node that joins while the run goes on is asked without t
 for its answer (``queries``).
 A node that fails is retried after a back-off; one that fails or is rejected ``max_failures``
 times in a row leaves the run for good, so that a broken ClientApp cannot keep a run busy.
+
+What a node claims is bounded (docs/algorithms.md, What a node claims): a ``partition-id`` that a
+connected node holds is refused to any other (that node is kept out of the run, and asked again
+once the holder has left), and the weight of a claimed sample count is capped (``claims``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from flwr.serverapp import Grid
 
 from fl_async import protocol
 from fl_async.strategies import queries
+from fl_async.strategies.claims import WEIGHT_CAP, WeightCap
 from fl_async.validation import InvalidArgument
 
 MAX_BACKOFF_STEPS = 64
@@ -46,6 +51,11 @@ class Node:
     stable_id: int
     partition_id: int | None = None
     num_examples: int | None = None
+    """The weight of its latest claimed sample count (the virtual clock times its tasks by it)."""
+    declared: int | None = None
+    """The sample count it declared when it joined (or in its first reply, if it gave none)."""
+    capped: bool = False
+    """Whether a claim of it was capped already (said once in the log)."""
     tasks: int = 0
     """Tasks dispatched so far: the virtual clock's task index."""
     busy: bool = False
@@ -70,8 +80,10 @@ class NodeRegistry:
     """
 
     def __init__(self, *, identify: bool | str, poll_interval: float, max_failures: int,
-                 on_idle: Callable[[int, bool], None] | None = None) -> None:  # fmt: skip
+                 on_idle: Callable[[int, bool], None] | None = None,
+                 weight_cap: float | None = WEIGHT_CAP) -> None:  # fmt: skip
         self.identify = check_identify(identify)
+        self.cap = WeightCap(weight_cap)
         self._on_idle = on_idle
         self.poll_interval = poll_interval
         self.max_failures = max_failures
@@ -90,6 +102,8 @@ class NodeRegistry:
         """Identify queries each node id missed so far (``protocol.UNDELIVERED``)."""
         self._pending = queries.PendingQueries()
         """The identify queries in flight that the run does not wait for."""
+        self._refused: dict[int, int] = {}
+        """Node id -> the partition-id it claimed while another connected node held it."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -154,7 +168,8 @@ class NodeRegistry:
         departed (node id, node) pairs)``. With ``wait=False`` a new node's identify query is
         only sent: ``admit_answered`` admits it once it answers."""
         connected = set(grid.get_node_ids())
-        new = sorted(n for n in connected - set(self.nodes) if n not in self._pending)
+        known = set(self.nodes) | set(self._refused)
+        new = sorted(n for n in connected - known if n not in self._pending)
         admitted = []
         if new and not wait and self._asks_without_waiting():
             self._pending.send(grid, new, wait=timeout)
@@ -169,7 +184,13 @@ class NodeRegistry:
             del self._by_stable[node.stable_id]
             self._discard_idle(node.stable_id)
             self._retired -= node.retired
+            if node.declared is not None:
+                self.cap.withdraw(node.declared)
             departed.append((node_id, node))
+        # A refused node is asked again once it or the holder of its partition-id has left.
+        self._refused = {n: p for n, p in self._refused.items()
+                         if n in connected and p in self._by_stable}  # fmt: skip
+        admitted = [stable for stable in admitted if stable is not None]
         if admitted or departed:  # sorted once per change, not once per node
             self.order = sorted(self._by_stable)
         return admitted, departed
@@ -181,6 +202,7 @@ class NodeRegistry:
         found = [(n, info) for n, info in found if info is not None]  # None: asked again
         self._warn_unidentified([info for _, info in found])
         admitted = [self._admit(node_id, *info) for node_id, info in found]
+        admitted = [stable for stable in admitted if stable is not None]
         if admitted:
             self.order = sorted(self._by_stable)
         return admitted
@@ -214,15 +236,38 @@ class NodeRegistry:
         """``node``'s update was rejected for its content; True when that makes it leave."""
         return self._strike(node, why)
 
-    def answered(self, node: Node, num_examples: int, *, accepted: bool) -> None:
-        """``node`` sent a readable reply (its update ``accepted`` or not)."""
+    def answered(self, node: Node, weight: int, *, accepted: bool) -> None:
+        """``node`` sent a readable reply (its update ``accepted`` or not), whose claimed sample
+        count weighs ``weight``."""
         self.set_busy(node, False)
         node.failed_at = None
         node.failures = 0
         if accepted:
             node.strikes = 0
-        if num_examples > 0:
-            node.num_examples = num_examples
+        if weight > 0:
+            node.num_examples = weight
+
+    def examples(self, node: Node) -> int | None:
+        """``node``'s latest weight, within the cap as it stands now (None: never said)."""
+        if node.num_examples is None:
+            return None
+        return self.cap.weight(node.num_examples, node.declared)
+
+    def weight(self, node: Node | None, claimed: int) -> int:
+        """The weight a reply's ``claimed`` sample count may have (``claims.WeightCap``); a node
+        that declared no count when it joined declares ``claimed`` now. ``node`` None: it has left,
+        and only the median bounds its claim."""
+        if node is not None and node.declared is None:
+            node.declared = claimed
+            self.cap.declare(claimed)
+        weight = self.cap.weight(claimed, None if node is None else node.declared)
+        if weight < claimed and node is not None and not node.capped:
+            node.capped = True
+            log(WARNING, "node with stable id %d claims %d examples; weighted as %d (it declared "
+                "%d when it joined, and the cap is %s times the median declared count): said "
+                "once per node", node.stable_id, claimed, weight, node.declared,
+                self.cap.ratio)  # fmt: skip
+        return weight
 
     def _strike(self, node: Node, why: str) -> bool:
         node.strikes += 1
@@ -241,13 +286,22 @@ class NodeRegistry:
         )  # fmt: skip
         return True
 
-    def _admit(self, node_id: int, partition: int | None, examples: int | None) -> int:
-        taken = partition is None or partition in self._by_stable
-        stable = node_id if taken else partition
-        if partition is not None and stable != partition:
-            log(WARNING, "partition-id %s is reported twice; node %s keeps its id", partition,
-                node_id)  # fmt: skip
-        self.nodes[node_id] = Node(stable_id=stable, partition_id=partition, num_examples=examples)
+    def _admit(self, node_id: int, partition: int | None, examples: int | None) -> int | None:
+        """Admit ``node_id`` keyed by ``partition`` (its node id when it reported none); its
+        stable id, or None when a connected node holds that partition-id (it is refused)."""
+        holder = None if partition is None else self._by_stable.get(partition)
+        if holder is not None:
+            self._refused[node_id] = partition
+            log(WARNING, "node %d claims partition-id %d, which node %d holds: refused, it gets "
+                "no task while node %d is connected", node_id, partition, holder,
+                holder)  # fmt: skip
+            return None
+        stable = node_id if partition is None else partition
+        node = Node(stable_id=stable, partition_id=partition, num_examples=examples,
+                    declared=examples)  # fmt: skip
+        if examples is not None:
+            self.cap.declare(examples)
+        self.nodes[node_id] = node
         self._by_stable[stable] = node_id
         self._add_idle(stable)
         return stable

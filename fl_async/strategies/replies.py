@@ -4,8 +4,9 @@ A reply's update is measured against the model its task started from (``base - t
 the pseudo-gradient the node sent); the update guard (``fl_async.aggregators.guard``) refuses
 one far larger than the accepted ones before the rule sees it. A reply that is an error, cannot
 be read, or never comes (timeout, the node left) counts against its node (``NodeRegistry``); so
-does an update the guard or the rule rejects for its content. Barrier rules take their step
-once no update for it can still come.
+does an update the guard or the rule rejects for its content. A reply's claims are bounded: its
+metrics (``protocol.MAX_METRICS``; beyond, it is malformed) and the weight of its sample count
+(``NodeRegistry.weight``). Barrier rules take their step once no update for it can still come.
 """
 
 from __future__ import annotations
@@ -122,12 +123,12 @@ class ReplyHandling:
             node_id=task.stable_id, delta=delta, iteration=task.iteration,
             base=base if self.aggregator.reads_base else None,  # the server's own copy: finite
             staleness=self.aggregator.version - task.base_version,
-            num_examples=parsed.num_examples,
+            num_examples=self._registry.weight(node, parsed.num_examples),
         )  # fmt: skip
         outcome, norm = self._apply_guarded(update, task)
         self.policy.finished(task.stable_id, duration=duration)
         if node is not None:
-            self._registry.answered(node, parsed.num_examples, accepted=outcome.accepted)
+            self._registry.answered(node, update.num_examples, accepted=outcome.accepted)
         if outcome.accepted:
             self.task_bases.accepted(task.stable_id, update.delta)
         elif outcome.reason == TOO_LARGE:
