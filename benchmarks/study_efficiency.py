@@ -99,6 +99,7 @@ def measure(args: argparse.Namespace, bench_args: list[str], work: Path) -> dict
                     "wall": round(wall, 1),
                     "runs": len(runs),
                     "simulations": studies,
+                    "updates": sum(h["num-updates"] for h in runs.values()),
                     "first-update-after": first_update_after(runs, out),
                 }
             )

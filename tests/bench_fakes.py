@@ -10,6 +10,7 @@ from fl_async.bench.cli import add_arguments
 from fl_async.bench.runner import SuiteSpec, run_dir
 from fl_async.bench.scenarios import SCENARIOS
 from fl_async.cli import main as fl_async_main
+from fl_async.config import check_run_config
 
 
 def _history(evaluations: list, *, steps: int, end: float, staleness: int = 0) -> dict:
@@ -98,7 +99,8 @@ class FakeLaunch:
         record = ssgd([0.1, 0.5, 0.7], step=100 + config["seed"])
         if config.get("eval-grid"):
             record = run([0.5] * config["eval-grid"], budget=config["max-virtual-time"])
-        record["config"].update(config)
+        # every key, as the ServerApp's history has it (a record lacking a key is older than it)
+        record["config"].update(check_run_config(config))
         Path(config["output-dir"], "history.json").write_text(json.dumps(record))
         return 0
 

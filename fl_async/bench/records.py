@@ -91,17 +91,33 @@ def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def setting(config: Mapping[str, Any], key: str) -> Any:
-    """``key``'s value in a record's run config. A key the config lacks was added to the schema
-    after the run was made, and a key is only ever added with a default that keeps what runs did
-    before, so the run used that default (None for a key the schema does not know)."""
-    return config[key] if key in config else DEFAULTS.get(key)
+BEFORE_THE_KEY: dict[str, Any] = {"weight-cap": 0.0}
+"""Keys added with a default that changes what some runs compute, and the value that says what
+every run did before the key existed: no cap on a node's sample-count weight (the cap binds on
+heavy-tailed splits, such as Synthetic's devices)."""
 
 
-def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """The run-config keys whose settings differ between two records (``setting``: a key one of
-    them lacks counts as its default), sorted."""
-    return sorted(k for k in set(old) | set(new) if setting(old, k) != setting(new, k))
+def setting(config: Mapping[str, Any], key: str, *, recorded: bool = True) -> Any:
+    """``key``'s value in a record's run config (``recorded``), or in a run config about to run
+    (not ``recorded``: a missing key takes today's default). A key a record lacks was added to
+    the schema after its run was made: the run did what ``BEFORE_THE_KEY`` says, else what the
+    key's default does (a key is otherwise only added with a default that keeps what runs did
+    before; None for a key the schema does not know)."""
+    if key in config:
+        return config[key]
+    if recorded and key in BEFORE_THE_KEY:
+        return BEFORE_THE_KEY[key]
+    return DEFAULTS.get(key)
+
+
+def config_differences(
+    old: Mapping[str, Any], new: Mapping[str, Any], *, new_is_record: bool = True
+) -> list[str]:
+    """The run-config keys whose settings differ between the record ``old`` and ``new``, a
+    record or (not ``new_is_record``) a run config about to run (``setting``), sorted."""
+    return sorted(
+        k for k in set(old) | set(new) if setting(old, k) != setting(new, k, recorded=new_is_record)
+    )
 
 
 def machines_line(records: Records) -> list[str]:
@@ -152,7 +168,7 @@ def made_with(record: Record, config: Mapping[str, Any]) -> bool:
     def compared(values: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in run_config(values).items() if not k.startswith("tracking.")}
 
-    return not config_differences(compared(record["config"]), compared(config))
+    return not config_differences(compared(record["config"]), compared(config), new_is_record=False)
 
 
 def _grid_section(history: History, grid_size: int) -> dict[str, Any] | None:
