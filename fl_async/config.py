@@ -37,7 +37,7 @@ MODELS: tuple[str, ...] = ("auto", "cnn", "cnn32", "resnet8", "logreg")
 """The names of ``fl_async.models.MODEL_NAMES``."""
 SYNTHETIC = "synthetic"
 """The generated dataset (``fl_async.data.synthetic.NAME``): always split by device (natural)."""
-GUARD_MODES: tuple[str, ...] = ("reject", "clip")
+GUARD_MODES: tuple[str, ...] = ("clip", "reject")
 """What the update guard does with an update out of line (``fl_async.aggregators.guard.MODES``)."""
 TRACKERS: tuple[str, ...] = ("tensorboard", "mlflow")
 """The backends of ``tracking.backend`` besides "" (off) (``fl_async.tracking.BACKENDS``)."""
@@ -99,8 +99,7 @@ def _sample_cap(name: str, value: Any) -> int:
 
 
 def _guard_factor(name: str, value: Any) -> float:
-    value = check_number(name, value, minimum=0)
-    if 0 < value < 1:
+    if 0 < (value := check_number(name, value, minimum=0)) < 1:
         raise InvalidArgument(f"{name} must be 0 (off) or a number >= 1, got {value!r}")
     return float(value)
 
@@ -194,11 +193,12 @@ SERVER_KEYS: dict[str, Key] = {
     "output-dir": Key("", _text),
     "checkpoint-every": Key(0, _integer(0)),
     "data-download": Key(False, _flag),
-    "guard.factor": Key(10.0, _guard_factor),
-    "guard.mode": Key("reject", _choice(GUARD_MODES)),
+    "guard.factor": Key(3.0, _guard_factor),
+    "guard.mode": Key("clip", _choice(GUARD_MODES)),
     "guard.window": Key(50, _integer(1)),
-    "guard.warmup": Key(1, _integer(1)),
     "weight-cap": Key(10.0, _guard_factor),  # 0: no bound by the median, as guard.factor's off
+    "guard.quorum": Key(3, _integer(1)),
+    "guard.direction": Key(1.0, _number()),
     "tracking.backend": Key("", _choice(("", *TRACKERS))),
     "tracking.uri": Key("", _text),
     "tracking.run-name": Key("", _text),

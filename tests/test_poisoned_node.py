@@ -2,9 +2,9 @@
 
 The attacker answers each task with its received model plus a multiple of its honest update:
 ``x1000`` (a scaled update, or local training that blew up while staying finite), ``x-100``
-(sign-flipped) or a multiple growing by half each task. The update guard refuses it once it is
-far out of line with the accepted updates (docs/algorithms.md, The update guard); the node
-leaves the run after ``max_failures`` refusals in a row.
+(sign-flipped) or a multiple growing by half each task. The update guard clips it to three times
+the nodes' median norm once it is out of line, and refuses it when it points against the
+aggregate direction (docs/algorithms.md, The update guard).
 """
 
 import numpy as np
@@ -91,15 +91,16 @@ def test_every_preset_learns_from_the_honest_four(preset, attack, rounds):
     # network weights, far too slow for this toy's targets, O(1) apart: lr 0.05 learns here.
     rate = {"fadas": {"lr": 0.05}}.get(preset, {})
     result, losses = poisoned_run(preset, attack, rounds=rounds, **rate)
-    mine = [r["accepted"] for r in result.train_metrics_clientapp.values()
-            if r["stable-id"] == ATTACKER]  # fmt: skip
-    assert result.train_metrics_clientapp[1]["stable-id"] != ATTACKER  # the first update passes
+    records = result.train_metrics_clientapp.values()
+    mine = [r["accepted"] for r in records if r["stable-id"] == ATTACKER]
     assert result.stopped_by == "budget" and np.isfinite(losses).all()
     assert losses[-1] < 0.5 * losses[0]
-    # Refused as too large every time once out of line; it stays (a refusal does not count
-    # against a node: honest nodes meet the guard too), so it is refused to the end.
-    assert mine[-5:] == [False] * 5 and (attack == "growing" or not any(mine))
-    assert result.rejected["too-large"] == mine.count(False) and result.faults == {}
+    # No honest update is refused; each of the attacker's far out of line is clipped or refused
+    # (a refusal does not count against a node: honest nodes meet the guard too, so it stays).
+    assert all(r["accepted"] for r in records if r["stable-id"] != ATTACKER)
+    out_of_line = len(mine) if attack != "growing" else 5
+    assert result.faults.get("clipped", 0) + mine.count(False) >= out_of_line
+    assert set(result.rejected) <= {"too-large", "wrong-direction"}
 
 
 @pytest.mark.parametrize("attack", ["scaled-x1000", "sign-flipped-x100"])
@@ -108,19 +109,18 @@ def test_without_the_guard_one_node_destroys_the_run(attack):
     assert not losses[-1] < 1e6  # the issue's observation: weights near 1e20, or worse
 
 
-def test_clip_mode_scales_the_update_down_and_counts_it():
-    result, losses = poisoned_run("asgd", "scaled-x1000", guard=UpdateGuard(mode="clip"))
-    assert result.faults["clipped"] >= 5 and "too-large" not in result.rejected
-    # Bounded, not harmless: each poisoned update still counts ten times the median one, which
-    # is why "reject" is the default.
-    assert max(losses) < 100 * losses[0]
+def test_reject_mode_refuses_what_clip_mode_scales_down():
+    result, losses = poisoned_run("asgd", "scaled-x1000", guard=UpdateGuard(mode="reject"))
+    assert result.rejected["too-large"] >= 5 and "clipped" not in result.faults
+    assert losses[-1] < 0.5 * losses[0]
 
 
 @pytest.mark.parametrize("preset", ["asgd", "gsgm", "fedbuff"])
 def test_a_fleet_whose_every_update_is_refused_stops_with_no_progress(preset):
     # Refusals do not count against a node, so no node leaves: the run must end on its own.
+    # Each node returns the model it received after its first task: no update at all.
     nodes = quadratic_fleet(5, seed=21)
-    fleet = {k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 1000.0) for k, n in nodes.items()}
+    fleet = {k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 0.0) for k, n in nodes.items()}
     strategy = PRESETS[preset](clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1,
                                 poll_interval=0.001, patience=20)  # fmt: skip
     with task_identity():
@@ -129,4 +129,4 @@ def test_a_fleet_whose_every_update_is_refused_stops_with_no_progress(preset):
             timeout=5, train_config=TRAIN,
         )  # fmt: skip
     assert result.stopped_by == "no-progress"
-    assert result.rejected["too-large"] >= 20 and result.num_updates <= 5
+    assert result.rejected["no-update"] >= 20 and result.num_updates <= 5

@@ -7,6 +7,7 @@ from flwr.app import ConfigRecord
 from test_poisoned_node import ATTACKER, ATTACKS, PoisonedNode
 
 from fl_async.aggregators import SSGD, ClientUpdate, FedBuff, UpdateGuard
+from fl_async.aggregators.guard import clip
 from fl_async.aggregators.robust import combine_reference
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, PRESETS
@@ -16,62 +17,105 @@ from fl_async.validation import InvalidArgument
 MODEL = [np.zeros(4, np.float32), np.array(0, np.int64)]
 
 
-def update(scale, node=0):
-    return ClientUpdate(node_id=node, delta=[np.full(4, scale, np.float32), np.array(1)])
+def update(scale, node=0, direction=(1.0, 1.0, 1.0, 1.0)):
+    delta = np.float32(scale) * np.array(direction, np.float32)
+    return ClientUpdate(node_id=node, delta=[delta, np.array(1)])
 
 
-def fed(guard, *scales, nodes=None):
-    """``guard`` after accepting updates of these sizes, from nodes 0, 1, 2, ... (or ``nodes``)."""
-    for s, node in zip(scales, nodes or range(len(scales)), strict=True):
-        guard.accepted(guard.check(update(s, node), MODEL))
-    return guard
+def opened(guard, *scales, nodes=None):
+    """``guard`` opened with held updates of these sizes from nodes 0, 1, 2, ... (or ``nodes``)."""
+    held = [update(s, n) for s, n in zip(scales, nodes or range(len(scales)), strict=True)]
+    verdicts = guard.open([(u, guard.measure(u, MODEL)) for u in held])
+    for u, verdict in zip(held, verdicts, strict=True):
+        if not verdict.refused:
+            guard.accepted(verdict, clip(u.delta, verdict.scale))
+    return verdicts
 
 
-def test_the_limit_is_factor_times_the_median_of_the_window():
-    guard = fed(UpdateGuard(factor=10, window=3), 1.0, 5.0, 2.0, 3.0)  # window: 5, 2, 3
-    assert guard.limit() == pytest.approx(10 * 3 * 2.0)  # a norm of 4 values of 3: 6
-    assert guard.check(update(29.0), MODEL).scale == 1.0
-    assert guard.check(update(31.0), MODEL).refused
-    assert guard.state_dict() == {"norms": [[1, 10.0], [2, 4.0], [3, 6.0]]}
+def test_updates_are_held_until_the_quorum_then_judged_against_its_median():
+    guard = UpdateGuard()
+    guard.begin(5)
+    assert guard.holding and guard.check(update(1.0), MODEL).hold
+    assert not guard.ready([0, 1], may_vote=[2, 3]) and guard.ready([0, 1, 2], may_vote=[3])
+    # A huge first update is refused and a tiny one too (a zero one is never held): none of
+    # them sets the limit, factor x the median of the votes; one 5 x the median is clipped.
+    assert guard.check(update(0.0, 3), MODEL).reason == "no-update"  # never held, never votes
+    huge, honest, _, tiny, _ = opened(guard, 1000.0, 1.0, 2.0, 1e-6, 1.5)
+    assert guard.limit() == pytest.approx(3 * 3.5) and not guard.holding  # votes 2000, 2, 4, 3
+    assert huge.reason == "too-large" and honest.scale == 1.0
+    large = guard.check(update(10.0, 6), MODEL)  # votes 2000, 2, 4, 3, 20: limit 3 x 4
+    assert large.scale == pytest.approx(12.0 / 20.0) and not large.refused
+    assert tiny.reason == "no-update" and len(guard.state_dict()["votes"]) == 5
+    assert guard.check(update(0.0, 5), MODEL).reason == "no-update"
+    assert guard.check(update(1e-4, 5), MODEL).reason == "no-update"  # 2e-4 <= 1e-3 x 4
 
 
-def test_each_node_has_one_vote_its_latest_norm():
-    # A fast node sending most updates, all small, does not set the median alone.
-    guard = fed(UpdateGuard(), *[1.0] * 20, 10.0, 10.0, nodes=[0] * 20 + [1, 2])
-    assert guard.limit() == pytest.approx(10 * 20.0)  # median of 2, 20, 20
-    assert not guard.check(update(60.0, node=3), MODEL).refused
-    # A node's new accepted norm replaces its old one and makes it the most recent.
-    guard = fed(UpdateGuard(window=2), 1.0, 2.0, 4.0, nodes=[0, 1, 0])
-    assert guard.state_dict() == {"norms": [[1, 4.0], [0, 8.0]]}
+def test_it_opens_early_when_no_other_vote_can_come():
+    guard = UpdateGuard()
+    guard.begin(2)  # the quorum is at most the number of nodes
+    assert guard.ready([0, 1], may_vote=[])
+    guard.begin(5)
+    for node in (0, 3):  # node 0's update is held, node 3's refused (or its task failed)
+        guard.heard(node)
+    assert guard.ready([0], may_vote=[0, 3]) and not guard.ready([0], may_vote=[0, 3, 4])
 
 
-def test_it_acts_after_warmup_nodes():
-    guard = UpdateGuard(warmup=2)
-    assert guard.limit() is None and not fed(guard, 1.0).check(update(1e6), MODEL).refused
-    fed(guard, 1.0, nodes=[0])  # the same node again: still one node
-    assert guard.limit() is None
-    assert fed(guard, 1.0, nodes=[1]).check(update(1e6), MODEL).refused
+def test_each_node_has_one_vote_its_latest_arriving_norm():
+    guard = UpdateGuard(window=3)
+    opened(guard, 1.0, 5.0, 2.0)
+    for scale, node in [(3.0, 3), (100.0, 1), (4.0, 1)]:  # refused or not, each arrival votes
+        guard.check(update(scale, node), MODEL)
+    assert guard.state_dict()["votes"] == [[2, 4.0], [3, 6.0], [1, 8.0]]
+    assert guard.limit() == pytest.approx(3 * 6.0)
 
 
-def test_clip_mode_scales_to_the_limit_and_records_the_clipped_norm():
-    guard = fed(UpdateGuard(mode="clip"), 1.0)
-    verdict = guard.check(update(100.0), MODEL)
-    assert verdict.norm == pytest.approx(20.0) and verdict.scale == pytest.approx(0.1)
+def test_reject_mode_refuses_what_clip_mode_scales_down():
+    guard = UpdateGuard(mode="reject")
+    opened(guard, 1.0, 1.0, 1.0)
+    assert guard.check(update(100.0, 4), MODEL).reason == "too-large"
+    assert UpdateGuard().check(update(1.0), MODEL).hold
+
+
+def test_an_update_against_a_coherent_aggregate_is_refused():
+    guard = UpdateGuard()
+    opened(guard, 1.0, 1.1, 0.9, 1.0, 1.2)  # five nodes pushing the same way
+    for k in range(20):
+        verdict = guard.check(update(1.0, k % 5), MODEL)
+        guard.accepted(verdict, update(1.0).delta)
+    flipped = guard.check(update(-5.0, 5), MODEL)  # sign-flipped, clipped or not
+    assert flipped.reason == "wrong-direction"
+    assert guard.check(update(-1.5, 6), MODEL).reason == "wrong-direction"
+    assert not guard.check(update(-0.5, 7), MODEL).refused  # at most one median's length
+    assert not guard.check(update(1.0, 8, (1, -1, 1, -1)), MODEL).refused  # orthogonal
+
+
+def test_no_direction_is_judged_while_the_updates_point_every_which_way():
+    guard = UpdateGuard()
+    axes = [(1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1)]
+    for k in range(40):
+        verdict = guard.check(update(1.0, k % 4, axes[k % 4]), MODEL)
+        if verdict.hold:
+            continue
+        guard.accepted(verdict, update(1.0, 0, axes[k % 4]).delta)
+    if guard.holding:
+        opened(guard)
+    assert not guard.check(update(-2.0, 9, (1, 1, 1, 1)), MODEL).refused
 
 
 def test_malformed_and_non_finite_updates_pass_to_the_rule():
-    guard = fed(UpdateGuard(), 1.0)
+    guard = UpdateGuard()
+    opened(guard, 1.0, 1.0, 1.0)
     assert guard.check(update(np.nan), MODEL).norm is None
     wrong = ClientUpdate(node_id=0, delta=[np.ones(3, np.float32), np.array(1)])
     assert guard.check(wrong, MODEL).norm is None
     # Finite values whose float32 squares overflow are out of line, not non-finite.
-    assert guard.check(update(1e30), MODEL).refused
+    assert guard.check(update(1e30), MODEL).scale < 1e-20
 
 
 @pytest.mark.parametrize("off", [None, 0, 0.0])
 def test_none_or_zero_turns_it_off(off):
-    guard = fed(UpdateGuard(factor=off), 1.0)
-    assert not guard.active and guard.check(update(1e9), MODEL).norm is None
+    guard = UpdateGuard(factor=off)
+    assert not guard.active and not guard.holding and guard.check(update(1e9), MODEL).norm is None
     assert UpdateGuard.of(off).factor is None and UpdateGuard.of(4).factor == 4.0
 
 
@@ -80,9 +124,10 @@ def test_none_or_zero_turns_it_off(off):
     [
         ({"factor": 0.5}, "factor must be 0 or None (off) or a number >= 1"),
         ({"factor": -1}, "factor must be a finite number >= 0"),
-        ({"mode": "drop"}, "mode must be one of 'reject', 'clip', got 'drop'"),
+        ({"mode": "drop"}, "mode must be one of 'clip', 'reject', got 'drop'"),
         ({"window": 0}, "window must be an integer >= 1"),
-        ({"window": 2, "warmup": 3}, "warmup must be at most window (2), got 3"),
+        ({"window": 2, "quorum": 3}, "quorum must be at most window (2), got 3"),
+        ({"direction": -0.5}, "direction must be a finite number >= 0"),
     ],
 )
 def test_bad_settings_are_refused(kwargs, message):
@@ -91,25 +136,39 @@ def test_bad_settings_are_refused(kwargs, message):
 
 
 def test_state_round_trip_and_reset():
-    guard = fed(UpdateGuard(window=3), 1.0, 2.0)
+    guard = UpdateGuard(window=3)
+    opened(guard, 1.0, 2.0, 3.0)
+    guard.accepted(guard.check(update(2.0, 1), MODEL), update(2.0).delta)
     other = UpdateGuard(window=3)
     other.load_state_dict(guard.state_dict())
-    assert other.state_dict() == guard.state_dict() and other.limit() == guard.limit()
+    assert _same(other.state_dict(), guard.state_dict()) and other.limit() == guard.limit()
     other.reset()
-    assert other.limit() is None
+    assert other.limit() is None and other.holding
 
 
-def test_a_window_saved_before_one_vote_per_node_loads_as_one_vote():
+def _same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
+
+
+def test_a_window_saved_by_the_previous_guard_loads_as_the_votes_of_an_open_guard():
     guard = UpdateGuard(window=3)
-    guard.load_state_dict({"norms": [8.0, 1.0, 2.0, 3.0]})  # one norm per update, no nodes
-    assert guard.state_dict() == {"norms": [[-1, 2.5]]} and guard.limit() == pytest.approx(25.0)
-    fed(guard, 100.0, 100.0, 100.0, nodes=[5, 6, 7])  # a vote like any: pushed out in its turn
-    assert guard.limit() == pytest.approx(10 * 200.0)
+    guard.load_state_dict({"norms": [[4, 8.0], [5, 1.0], [6, 2.0]]})  # node, accepted norm
+    assert not guard.holding and guard.limit() == pytest.approx(3 * 2.0)
+    guard.load_state_dict({"norms": [8.0, 1.0, 2.0, 3.0]})  # older still: one norm per update
+    assert guard.state_dict()["votes"] == [[-1, 2.5]]
+    with pytest.raises(ValueError, match=r"the update guard's saved state lacks \['direction'"):
+        guard.load_state_dict({"votes": []})
 
 
 def test_every_preset_takes_the_guard_and_is_guarded_by_default():
     for cls in PRESETS.values():
-        assert cls().guard.factor == 10.0 and cls(guard=None).guard.factor is None
+        assert cls().guard.factor == 3.0 and cls(guard=None).guard.factor is None
 
 
 def _start(strategy, nodes, evaluate_fn=None):
@@ -137,10 +196,11 @@ def test_a_resumed_run_keeps_the_guards_window_bit_for_bit(tmp_path):
     with pytest.raises(Crash):
         _start(make(tmp_path), _poisoned_fleet(), crash_at(11))
     saved = Checkpointer(tmp_path, None).load()
-    # One vote for each honest node: the attacker's updates were all refused.
-    assert saved.num_updates == 8 and sorted(n for n, _ in saved.guard["norms"]) == [0, 1, 2, 3]
+    # One vote for each node, the attacker's too: one vote cannot move the median far.
+    assert saved.num_updates == 8 and sorted(n for n, _ in saved.guard["votes"]) == [0, 1, 2, 3, 4]
     resumed = _start(make(tmp_path), _poisoned_fleet())
-    assert resumed.rejected == full.rejected and full.rejected["too-large"] >= 2
+    assert resumed.rejected == full.rejected and resumed.faults == full.faults
+    assert full.rejected["too-large"] >= 2
     np.testing.assert_array_equal(resumed.arrays["w"].numpy(), full.arrays["w"].numpy())
 
 
@@ -148,7 +208,7 @@ def test_a_second_start_begins_with_an_empty_window():
     strategy = ASGD(clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1)
     _start(strategy, quadratic_fleet(5, seed=21))
     assert strategy.guard.limit() is not None
-    strategy.guard.load_state_dict({"norms": [1e-9]})  # a window the next run must not inherit
+    strategy.guard.load_state_dict({"norms": [[0, 1e-9]]})  # a window the next run must not inherit
     second = _start(strategy, quadratic_fleet(5, seed=21))
     assert second.rejected == {} and second.num_updates == 30
 

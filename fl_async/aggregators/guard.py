@@ -1,38 +1,55 @@
-"""The update guard: an update far larger than the accepted ones is refused before a rule sees it.
+"""The update guard: no update reaches a rule unchecked, the first included.
 
-docs/algorithms.md, The update guard: with ``n_t`` the L2 norm of an update's floating arrays
-and ``M`` the median, over the last ``window`` nodes whose updates were accepted, of each one's
-latest accepted norm, an update with ``n_t > factor * M`` is rejected (``"too-large"``) or, in
-``"clip"`` mode, scaled down to norm ``factor * M``. The guard acts once ``warmup`` nodes have an
-accepted norm. One vote per node: a fast node sending most of the updates does not set the
-median alone (it did, with one vote per update, and honest slow nodes with more data, whose
-updates are larger, were refused until they left the run). A scaled (``x1000``) or sign-flipped
-(``x100``) update, or local training that blew up while staying finite, is caught.
+docs/algorithms.md, The update guard. With ``n`` the L2 norm of an update's floating arrays and
+``M`` the median of the nodes' votes (each node's latest arriving norm, over the last ``window``
+nodes heard from), an update is:
+
+- held, until votes from ``quorum`` distinct nodes (fewer when the run has fewer) have arrived,
+  so that no single first update, huge, zero or tiny, sets ``M``;
+- refused as ``"no-update"`` when ``n <= FLOOR * M`` (a zero update always): it does not vote;
+- clipped to norm ``factor * M`` when larger, refused as ``"too-large"`` when over
+  ``max(REFUSE, factor) * M`` (mode ``"reject"``: refused when over ``factor * M``);
+- refused as ``"wrong-direction"`` when it pulls against the recent aggregate direction ``m``
+  (``guard_reference.Direction``) by more than ``direction * M``, once ``m`` is coherent; its
+  node is then clipped to ``M`` until one of its updates passes a direction judgement.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 
+from fl_async.aggregators.guard_reference import Direction, SoleNode, Votes, coherent, dot
 from fl_async.aggregators.kernels import all_finite, squared_norm
 from fl_async.aggregators.updates import ClientUpdate, Rejected, check_update
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
 
-GUARD_FACTOR: Final = 10.0
-"""The default ``factor``: an attack is orders of magnitude out of line; an honest update rarely
-is ten times the median of the nodes' votes (docs/algorithms.md, The update guard)."""
+GUARD_FACTOR: Final = 3.0
+"""The default ``factor``: honest updates of non-IID nodes differ in size by a few times; an
+update clipped to three times the median moves the model at most three honest updates' worth."""
+QUORUM: Final = 3
+"""The default ``quorum``: the median of three votes is set by no single node."""
+DIRECTION: Final = 1.0
+"""The default ``direction``: an update may point against the aggregate direction by at most
+one median update's length."""
+REFUSE: Final = 30.0
+"""An update over ``max(REFUSE, factor)`` times ``M`` is refused, not clipped: clipped, a
+scaled update would still count ``factor`` honest updates' worth in its node's direction."""
+FLOOR: Final = 1e-3
+"""An update at most this fraction of ``M`` carries no update (``"no-update"``)."""
 TOO_LARGE: Final = "too-large"
-"""The ``num_rejected`` key of an update the guard refused."""
-MODES: Final = ("reject", "clip")
-OLD_WINDOW: Final = -1
-"""The node a window saved before one vote per node stands for (no stable id is negative)."""
+"""The ``num_rejected`` key of an update refused for its size (mode ``"reject"``)."""
+NO_UPDATE: Final = "no-update"
+"""The ``num_rejected`` key of a zero or near-zero update."""
+WRONG_DIRECTION: Final = "wrong-direction"
+"""The ``num_rejected`` key of an update pointing against the aggregate direction."""
+REFUSALS: Final = (TOO_LARGE, NO_UPDATE, WRONG_DIRECTION)
+"""Every ``num_rejected`` key of the guard's."""
+MODES: Final = ("clip", "reject")
 
 
 @dataclass(frozen=True)
@@ -40,56 +57,59 @@ class Verdict:
     """What the guard says of one update before the rule sees it."""
 
     norm: float | None
-    """The update's norm (None: not measured, the guard is off or the update is malformed)."""
+    """The update's norm as it came (None: not measured: the guard is off, or the update is
+    malformed or non-finite and left for the rule to reject)."""
     scale: float = 1.0
-    """1: pass it on as it is; below 1: clip it (multiply by ``scale``); 0: reject it."""
+    """What its floating arrays are multiplied by before the rule sees them (below 1: clipped)."""
+    reason: str | None = None
+    """Why it is refused (a ``REFUSALS`` key), or None."""
     node: int | None = None
-    """The node that sent the update, whose vote its norm becomes once the rule accepts it."""
-
-    @property
-    def sent(self) -> float | None:
-        """The norm of the update as it came, before any clipping (None: not measured)."""
-        if self.norm is None or self.scale in (0.0, 1.0):
-            return self.norm
-        return self.norm / self.scale
+    """The node that sent it."""
+    hold: bool = False
+    """Held until the votes of ``quorum`` nodes arrived (``UpdateGuard.open``)."""
+    median: float | None = None
+    """``M`` when it was judged: it caps the update's weight in the aggregate direction."""
 
     @property
     def refused(self) -> bool:
-        """Whether the update is rejected as ``"too-large"``."""
-        return self.scale == 0.0
+        """Whether the guard refuses the update (``reason`` says why)."""
+        return self.reason is not None
 
 
 PASS: Final = Verdict(None)
 
 
 class UpdateGuard:
-    """Refuse (or clip) updates whose norm exceeds ``factor`` times the median of recent nodes'.
+    """Hold, refuse or clip updates by their size and direction against several nodes' votes.
 
     Parameters
     ----------
-    factor : float or None (default: 10.0)
-        The multiple of the median accepted norm above which an update is out of line; None
-        or 0 turns the guard off.
-    mode : str (default: "reject")
-        ``"reject"``: count the update in ``num_rejected["too-large"]``; ``"clip"``: scale it
-        down to ``factor`` times the median and pass it on.
+    factor : float or None (default: 3.0)
+        The multiple of ``M`` an update is clipped to; None or 0 turns the guard off.
+    mode : str (default: "clip")
+        ``"clip"``: scale a larger update down to ``factor * M`` (refuse it, as
+        ``num_rejected["too-large"]``, above ``max(30, factor) * M``); ``"reject"``: refuse it.
     window : int (default: 50)
-        How many nodes the median is taken over: those most recently accepted, each with the
-        norm of its latest accepted update.
-    warmup : int (default: 1)
-        Nodes with an accepted norm needed before the guard acts (the first update passes).
+        How many nodes ``M`` is taken over: those most recently heard from, one vote each.
+    quorum : int (default: 3)
+        Distinct nodes whose votes must have arrived before any update is applied (at most the
+        number of nodes at the start).
+    direction : float (default: 1.0)
+        Refuse an update whose length against the coherent aggregate direction (``-cos``
+        times its norm, clipped) exceeds this multiple of ``M``; 0 turns the check off.
     """
 
-    def __init__(self, *, factor: float | None = GUARD_FACTOR, mode: str = "reject",
-                 window: int = 50, warmup: int = 1) -> None:  # fmt: skip
+    def __init__(self, *, factor: float | None = GUARD_FACTOR, mode: str = "clip",
+                 window: int = 50, quorum: int = QUORUM,
+                 direction: float = DIRECTION) -> None:  # fmt: skip
         self.factor = _factor(factor)
         self.mode = check_choice("mode", mode, MODES)
         self.window = check_int("window", window, minimum=1)
-        self.warmup = check_int("warmup", warmup, minimum=1)
-        if self.warmup > self.window:
-            raise InvalidArgument(f"warmup must be at most window ({self.window}), got {warmup}")
-        self._norms: OrderedDict[int, float] = OrderedDict()
-        """Node -> its latest accepted norm, least recently accepted node first."""
+        self.quorum = check_int("quorum", quorum, minimum=1)
+        if self.quorum > self.window:
+            raise InvalidArgument(f"quorum must be at most window ({self.window}), got {quorum}")
+        self.direction = float(check_number("direction", direction, minimum=0))
+        self.reset()
 
     @classmethod
     def of(cls, guard: UpdateGuard | float | None) -> UpdateGuard:
@@ -101,73 +121,223 @@ class UpdateGuard:
         """Whether the guard is on (a ``factor`` is set)."""
         return self.factor is not None
 
-    def limit(self) -> float | None:
-        """The largest norm passed as it is now: ``factor`` times the median of the window
-        (None while the guard is off or warming up)."""
-        if self.factor is None or len(self._norms) < self.warmup:
-            return None
-        return self.factor * statistics.median(self._norms.values())
+    @property
+    def holding(self) -> bool:
+        """Whether updates are held: the guard is on and its quorum has not opened it yet."""
+        return self.factor is not None and not self._opened
 
-    def check(self, update: ClientUpdate, model: Sequence[np.ndarray]) -> Verdict:
-        """Measure ``update`` against the limit. A malformed or non-finite update passes: the
-        rule rejects it for what it is (``bad-shape``, ``non-finite``, ...)."""
+    def reset(self) -> None:
+        """Forget every vote and direction, and hold again (a new run starts)."""
+        self._votes = Votes(self.window)
+        self._direction = Direction(self.window)
+        self._sole = SoleNode()
+        self._suspects: set[int] = set()
+        """Nodes whose latest judged direction was refused: clipped to ``M`` until one passes."""
+        self._opened = False
+        self._needed = self.quorum
+        self._heard: set[int] = set()
+        self._queued: list[Verdict] = []
+        """The verdicts given at the opening to updates not applied yet, in order."""
+
+    def begin(self, num_nodes: int) -> None:
+        """A run starts with ``num_nodes`` nodes: the quorum is at most that many."""
+        self._needed = max(1, min(self.quorum, num_nodes))
+
+    def limit(self) -> float | None:
+        """``factor * M`` (None while the guard is off or holding)."""
+        median = self._votes.median()
+        if self.factor is None or not self._opened or median is None:
+            return None
+        return self.factor * median
+
+    def measure(self, update: ClientUpdate, model: Sequence[np.ndarray]) -> float | None:
+        """``n``, the norm of ``update``'s floating arrays; None when the guard is off or the
+        update is malformed or non-finite (the rule rejects it for what it is)."""
         if self.factor is None:
-            return PASS
+            return None
         try:
             check_update(update, model, max_staleness=None, base_required=False)
         except Rejected:
-            return PASS
-        floats = [a for a in update.delta if a.dtype.kind == "f"]
+            return None
+        floats = _floats(update.delta)
         norm = math.sqrt(squared_norm(floats))  # inf when float32 overflows on finite values
         if math.isnan(norm) or math.isinf(norm) and not all_finite(floats):
+            return None
+        return norm
+
+    def check(self, update: ClientUpdate, model: Sequence[np.ndarray]) -> Verdict:
+        """Judge ``update`` as it arrives: its norm votes, then it is held (quorum not met),
+        refused, clipped or passed."""
+        norm = self.measure(update, model)
+        node = update.node_id
+        if norm is None:
             return PASS
-        limit, node = self.limit(), update.node_id
-        if limit is None or norm <= limit:
-            return Verdict(norm, node=node)
-        if self.mode == "reject":
-            return Verdict(norm, 0.0, node)
-        return Verdict(limit, limit / norm, node)
+        if norm == 0:
+            return Verdict(norm, 0.0, NO_UPDATE, node)
+        if not self._opened:
+            return Verdict(norm, node=node, hold=True)
+        median = self._votes.median()
+        if median is not None and norm <= FLOOR * median:
+            return Verdict(norm, 0.0, NO_UPDATE, node, median=median)
+        self._votes.cast(node, norm)
+        median = self._votes.median()
+        cosine = self._direction.cosine(_floats(update.delta), norm, median, len(self._votes))
+        return self._judge(norm, node, median, cosine)
 
-    def accepted(self, verdict: Verdict) -> None:
-        """The rule accepted the update ``verdict`` was given for: its norm becomes its node's
-        vote, and the node the most recent of the window."""
-        if verdict.norm is None:
-            return
-        self._norms.pop(verdict.node, None)
-        self._norms[verdict.node] = verdict.norm
-        while len(self._norms) > self.window:
-            self._norms.popitem(last=False)
+    def heard(self, node: int) -> None:
+        """``node`` answered while updates are held (a failure counts: its vote is not coming)."""
+        if not self._opened:
+            self._heard.add(node)
 
-    def reset(self) -> None:
-        """Forget every norm (a new run starts)."""
-        self._norms.clear()
+    def ready(self, held: Iterable[int], may_vote: Iterable[int]) -> bool:
+        """Whether to open with the ``held`` updates' nodes: they are the quorum, or every node
+        that may still vote (``may_vote``) has been heard from."""
+        return len(set(held)) >= self._needed or all(n in self._heard for n in may_vote)
+
+    def open(self, held: Sequence[tuple[ClientUpdate, float]]) -> list[Verdict]:
+        """Open the guard with the held ``(update, norm)`` pairs, in arrival order: they vote,
+        and each is judged against ``M`` and the mean of the others' (capped) directions."""
+        self._opened, self._heard = True, set()
+        first = np.median([n for _, n in held]) if held else 0.0
+        voters = [(u, n) for u, n in held if n > FLOOR * first]
+        for update, norm in voters:
+            self._votes.cast(update.node_id, norm)
+        median = self._votes.median() or 0.0
+        capped = [_scaled(_floats(u.delta), min(1.0, median / n)) for u, n in voters]
+        total = _sum(capped)
+        verdicts, k = [], 0
+        for update, norm in held:
+            if norm <= FLOOR * first:
+                verdicts.append(Verdict(norm, 0.0, NO_UPDATE, update.node_id, median=median))
+                continue
+            others = [t - c for t, c in zip(total, capped[k], strict=True)]
+            k += 1
+            size = math.sqrt(dot(others, others))
+            cosine = None
+            if coherent(size / max(1, len(voters) - 1), len(voters) - 1, median):
+                cosine = dot(_floats(update.delta), others) / (norm * size)
+            verdicts.append(self._judge(norm, update.node_id, median, cosine))
+        self._queued = list(verdicts)
+        return verdicts
+
+    @property
+    def queued(self) -> int:
+        """Updates judged at the opening and not applied yet."""
+        return len(self._queued)
+
+    def drop_queued(self) -> None:
+        """Forget the verdicts of the opening not used yet (their updates will not come)."""
+        self._queued = []
+
+    def take_queued(self, node: int) -> Verdict | None:
+        """The verdict given at the opening to ``node``'s update, if it is the next one not
+        applied yet (a resumed run gets the update again and must judge it the same)."""
+        if self._queued and self._queued[0].node == node:
+            return self._queued.pop(0)
+        return None
+
+    def accepted(self, verdict: Verdict, delta: Sequence[np.ndarray]) -> None:
+        """The rule accepted the update ``verdict`` was given for, as ``delta`` (clipped where
+        it was): it joins the aggregate direction with weight ``min(1, M / |delta|)``."""
+        if verdict.norm is None or verdict.median is None or verdict.scale < 1:
+            return  # a clipped update's direction is not evidence
+        cap = min(1.0, verdict.median / (verdict.norm * verdict.scale))
+        self._direction.add(_floats(delta), verdict.node, cap, len(self._votes))
+
+    def note(self, node: int, *, accepted: bool, refused: bool) -> None:
+        """Count one decided reply of ``node`` for the one-node stop (``one_node``)."""
+        if self.factor is not None:
+            self._sole.note(node, accepted=accepted, refused=refused)
+
+    def one_node(self, patience: int) -> str:
+        """Why the run should stop as ``"one-node"`` ("" to go on): for ``patience`` decided
+        replies or more only one node's updates were accepted, the guard refusing the others'."""
+        sole = self._sole
+        if not sole.stuck(patience):
+            return ""
+        return (f"for {sole.stretch} replies only the updates of the node with stable id "
+                f"{sole.node} were accepted; the update guard refused {sole.refused} of the "
+                "others' (no-update, too-large or wrong-direction)")  # fmt: skip
 
     def state_dict(self) -> dict[str, Any]:
-        """The window: ``[node, norm]`` pairs, least recently accepted node first."""
-        return {"norms": [[node, norm] for node, norm in self._norms.items()]}
+        """The votes, the aggregate direction, the one-node stretch and the quorum's state."""
+        return {"votes": self._votes.state(), "direction": self._direction.state(),
+                "sole": self._sole.state(), "opened": self._opened, "needed": self._needed,
+                "heard": sorted(self._heard), "suspects": sorted(self._suspects),
+                "queued": [[v.node, v.norm, v.scale, v.reason, v.median]
+                           for v in self._queued]}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict()``. A window saved by an older fl-async (plain norms, one per
-        update, no nodes) comes back as one vote, its median, of a node no longer heard from."""
-        saved = state["norms"]
-        if saved and not isinstance(saved[0], list | tuple):
-            saved = [[OLD_WINDOW, statistics.median(float(n) for n in saved)]]
-        self._norms = OrderedDict((int(n), float(v)) for n, v in saved[-self.window :])
+        """Restore a ``state_dict()``. A window saved by an older fl-async (``"norms"``: the
+        accepted norms) comes back as the votes of an open guard with no direction yet."""
+        self.reset()
+        if "norms" in state and "votes" not in state:
+            self._votes.load(state["norms"])
+            self._opened = bool(state["norms"])
+            return
+        missing = {"votes", "direction", "sole", "opened", "needed", "heard", "suspects", "queued"}
+        missing -= set(state)
+        if missing:
+            raise ValueError(f"the update guard's saved state lacks {sorted(missing)}")
+        self._votes.load(state["votes"])
+        self._direction.load(state["direction"])
+        self._sole.load(state["sole"])
+        self._opened, self._needed = bool(state["opened"]), int(state["needed"])
+        self._heard = {int(n) for n in state["heard"]}
+        self._suspects = {int(n) for n in state["suspects"]}
+        self._queued = [Verdict(norm, scale, reason, node, median=median)
+                        for node, norm, scale, reason, median in state["queued"]]  # fmt: skip
 
     def hyperparameters(self) -> dict[str, Any]:
         """The guard's settings, for logs and the run's description."""
         return {"factor": self.factor, "mode": self.mode, "window": self.window,
-                "warmup": self.warmup}  # fmt: skip
+                "quorum": self.quorum, "direction": self.direction}  # fmt: skip
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
         return f"UpdateGuard({args})"
+
+    def _judge(self, norm: float, node: int, median: float, cosine: float | None) -> Verdict:
+        """Refuse an update against the aggregate by more than ``direction * M``; clip it above
+        ``factor * M`` (``M`` for a suspect node), refuse it above ``max(REFUSE, factor) * M``
+        (``"reject"``: above ``factor * M``)."""
+        limit = (1.0 if node in self._suspects else self.factor) * median
+        against = 0.0 if cosine is None else -cosine * min(norm, limit)
+        if self.direction and against > self.direction * median:
+            self._suspects.add(node)
+            return Verdict(norm, 0.0, WRONG_DIRECTION, node, median=median)
+        if cosine is not None:
+            self._suspects.discard(node)  # judged by a coherent aggregate, and passed
+            limit = self.factor * median
+        if norm <= limit:
+            return Verdict(norm, node=node, median=median)
+        if self.mode == "reject" or norm > max(REFUSE, self.factor) * median:
+            return Verdict(norm, 0.0, TOO_LARGE, node, median=median)
+        return Verdict(norm, limit / norm, node=node, median=median)
 
 
 def clip(arrays: Sequence[np.ndarray], scale: float) -> list[np.ndarray]:
     """``arrays`` with their floating ones multiplied by ``scale`` (new arrays of the same
     dtype; the others as they are)."""
     return [(a * scale).astype(a.dtype, copy=False) if a.dtype.kind == "f" else a for a in arrays]
+
+
+def _floats(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return [a for a in arrays if a.dtype.kind == "f"]
+
+
+def _scaled(arrays: list[np.ndarray], scale: float) -> list[np.ndarray]:
+    return [np.multiply(a, np.float32(scale), dtype=np.float32) for a in arrays]
+
+
+def _sum(lists: list[list[np.ndarray]]) -> list[np.ndarray]:
+    if not lists:
+        return []
+    total = [a.copy() for a in lists[0]]
+    for arrays in lists[1:]:
+        for t, a in zip(total, arrays, strict=True):
+            t += a
+    return total
 
 
 def _factor(value: float | None) -> float | None:

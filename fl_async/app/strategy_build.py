@@ -73,5 +73,6 @@ def _guard(config: AppConfig) -> UpdateGuard:
         factor=float(values["guard.factor"]),
         mode=str(values["guard.mode"]),
         window=int(values["guard.window"]),
-        warmup=int(values["guard.warmup"]),
+        quorum=int(values["guard.quorum"]),
+        direction=float(values["guard.direction"]),
     )

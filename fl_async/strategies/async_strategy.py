@@ -100,9 +100,10 @@ class AsyncStrategy(
         Seconds between pulls while waiting for replies.
     refresh_interval : float (default: 2.0)
         Seconds between looks at the grid's node list (joins and departures).
-    guard : UpdateGuard, float or None (default: 10.0)
-        Refuse updates whose norm exceeds this multiple of the median accepted one, before the
-        rule sees them; an ``UpdateGuard`` for clipping instead; None or 0: off.
+    guard : UpdateGuard, float or None (default: 3.0)
+        Judge every update before the rule sees it (``UpdateGuard``): a number is its
+        ``factor``, the multiple of the nodes' median norm an update is clipped to; None or 0:
+        off.
     weight_cap : float or None (default: 10.0)
         A reply's sample count weighs at most this multiple of the median count the connected
         nodes declared, and never more than its node declared (None or 0: the latter only).
@@ -215,8 +216,8 @@ class AsyncStrategy(
             stop = self._stop_reason(*limits)
             if stop:
                 break
-            if not self._dispatch(grid) and not self._book:
-                stop = self._wait_for_nodes(grid)
+            if not (self._draining() or self._dispatch(grid) or self._book):
+                stop = "" if self._open_guard() else self._wait_for_nodes(grid)
             elif self._next_reply(grid):
                 self._after_step(dispatch=lambda: self._dispatch_early(grid, limits))
         return self._end(grid, stop, evaluate_config)
@@ -226,7 +227,8 @@ class AsyncStrategy(
         the run (no target accuracy, no ``should_stop``) and nothing else stops it: what the
         loop would send next, sent before the server spends its time evaluating."""
         *_, target = limits  # target accuracy: an evaluation that may stop the run
-        if target is None and self._should_stop is None and not self._stop_reason(*limits):
+        if (target is None and self._should_stop is None and not self._draining()
+                and not self._stop_reason(*limits)):  # fmt: skip
             self._dispatch(grid)
 
     def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
@@ -245,6 +247,10 @@ class AsyncStrategy(
             return "target-accuracy"
         if self._all_nodes_left():
             return "no-active-nodes"
+        detail = self.guard.one_node(self._patience)
+        if detail:
+            self._stop_detail = detail
+            return "one-node"
         if rec.since_progress >= self._patience:
             self._stop_detail = (
                 f"{rec.since_progress} tasks in a row ended without an accepted update"
@@ -287,6 +293,7 @@ class AsyncStrategy(
         self._book = TaskBook()
         self._outbox = Outbox(self.send_ahead)
         self.guard.reset()
+        self._guard_held, self._guard_queue = [], []
         self._order = reply_order(self.clock)
         self._recorder = Recorder()
         self._checkpointer = None
@@ -320,6 +327,7 @@ class AsyncStrategy(
             setattr(owner, name, rule(num_nodes))
         self._eval_every = self.eval_every if self.eval_every is not None else max(1, num_nodes)
         self._patience = self.patience if self.patience is not None else max(10 * num_nodes, 100)
+        self.guard.begin(num_nodes)
         self.aggregator.init(arrays.to_numpy_ndarrays())
         self._model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
 

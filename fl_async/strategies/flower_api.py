@@ -56,6 +56,10 @@ class FlowerStrategyAPI(Strategy):
                 self._recorder.fault("unknown-reply", f"a reply to unknown message {msg_id!r}")
                 continue
             last = self._handle(msg_id, reply, arrival=time.time())
+        self._release_if_ready()
+        while self._guard_queue:
+            last = self._apply_queued()
+            self._settle_barrier()
         self._settle_barrier()
         return self._model_record(), last
 

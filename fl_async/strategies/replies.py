@@ -1,31 +1,27 @@
 """Receiving replies: the next one in order, turned into a client update and applied.
 
 A reply's update is measured against the model its task started from (``base - trained``, or
-the pseudo-gradient the node sent); the update guard (``fl_async.aggregators.guard``) refuses
-one far larger than the accepted ones before the rule sees it. A reply that is an error, cannot
-be read, or never comes (timeout, the node left) counts against its node (``NodeRegistry``); so
-does an update the guard or the rule rejects for its content. A reply's claims are bounded: its
-metrics (``protocol.MAX_METRICS``; beyond, it is malformed) and the weight of its sample count
-(``NodeRegistry.weight``). Barrier rules take their step once no update for it can still come.
+the pseudo-gradient the node sent); the update guard (``fl_async.aggregators.guard``) judges
+it before the rule sees it, and holds the first ones until several nodes' votes have arrived
+(``GuardedApply``). A reply that is an error, cannot be read, or never comes (timeout, the node
+left) counts against its node (``NodeRegistry``); so does an update the rule rejects for its
+content. A reply's claims are bounded: its metrics (``protocol.MAX_METRICS``; beyond, it is
+malformed) and the weight of its sample count (``NodeRegistry.weight``). Barrier rules take
+their step once no update for it can still come.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 from flwr.app import Message, MetricRecord
 from flwr.serverapp import Grid
 
 from fl_async import protocol
-from fl_async.aggregators import TOO_LARGE, ClientUpdate, Outcome
-from fl_async.aggregators.guard import clip
+from fl_async.aggregators import ClientUpdate
+from fl_async.strategies.guarded import GuardedApply
 from fl_async.strategies.tasks import Task
-
-_NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
-"""Rejections caused by timing, not by what the node sent: they do not count against it."""
-
 
 SWEEP_EVERY = 1.0
 """Seconds between pulls of every unanswered reply (at most a twentieth of the task timeout);
@@ -42,12 +38,16 @@ UNSENT = _NoReply()
 """An awaited task could not be sent (it left the book)."""
 
 
-class ReplyHandling:
+class ReplyHandling(GuardedApply):
     """``AsyncStrategy``'s receiving side: wait, read, apply, record; failures and barriers."""
 
     def _next_reply(self, grid: Grid) -> bool:
         """Wait for and handle the next reply in order; return whether the server stepped."""
         version = self.aggregator.version
+        if self._guard_queue:  # updates the guard judged when it opened come first
+            self._apply_queued()
+            self._settle_barrier()
+            return self.aggregator.version > version
         wanted = self._order.wanted(self._book)
         got = self._wait_for(grid, wanted)
         if isinstance(got, _NoReply):
@@ -59,6 +59,7 @@ class ReplyHandling:
             self._drop(msg_id, "timeout")
         else:
             self._handle(msg_id, got[1], arrival=time.time())
+        self._release_if_ready()
         self._settle_barrier()
         return self.aggregator.version > version
 
@@ -109,6 +110,7 @@ class ReplyHandling:
         node = self._registry.get(task.node_id)
         if node is not None:
             self._registry.set_busy(node, False)
+        self.guard.heard(task.stable_id)
         if reply.has_error():
             kind = protocol.UNDELIVERED.get(reply.error.code, "error")
             self._failed(task, f"error reply {reply.error.code}: {reply.error.reason}", kind)
@@ -125,51 +127,14 @@ class ReplyHandling:
             staleness=self.aggregator.version - task.base_version,
             num_examples=self._registry.weight(node, parsed.num_examples),
         )  # fmt: skip
-        outcome, norm = self._apply_guarded(update, task)
-        self.policy.finished(task.stable_id, duration=duration)
-        if node is not None:
-            self._registry.answered(node, update.num_examples, accepted=outcome.accepted)
-        if outcome.accepted:
-            self.task_bases.accepted(task.stable_id, update.delta)
-        elif outcome.reason == TOO_LARGE:
-            # Not counted against the node: honest nodes meet the guard too (a local training
-            # that spiked once), and a run where nothing passes stops with no-progress. Its last
-            # accepted update leaves the rule's cache (GSGM, MIFA, CA2FL): an update grown out of
-            # line may have grown through it. Its next accepted one comes back.
-            self.aggregator.forget(task.stable_id)
-        elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
-            if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
-                self._leave(task.stable_id)
-        return self._recorder.reply(
-            {**parsed.metrics, "server-step": self.aggregator.version, "node-id": task.node_id,
-             "stable-id": task.stable_id, "staleness": update.staleness,
-             "iteration": task.iteration, "virtual-time": self._order.now,
-             "wall-time": self._recorder.wall_at(arrival),
-             **({} if norm is None else {"update-norm": norm})},
-            accepted=outcome.accepted,
-        )  # fmt: skip
-
-    def _apply_guarded(self, update: ClientUpdate, task: Task) -> tuple[Outcome, float | None]:
-        """Hand ``update`` to the rule unless the update guard refuses it (``"too-large"``);
-        in clip mode an update out of line is scaled down first (a ``clipped`` fault). Also
-        the norm the guard measured (None: it is off or the update is malformed)."""
-        verdict = self.guard.check(update, self.aggregator.params)
-        if verdict.refused:
-            return self.aggregator.refuse(update, TOO_LARGE), verdict.sent
-        if verdict.scale < 1.0:
-            self._recorder.fault("clipped", f"node {task.node_id} (stable id {task.stable_id}): "
-                                 f"update norm scaled by {verdict.scale:.3g}")  # fmt: skip
-            update = replace(update, delta=clip(update.delta, verdict.scale))
-        outcome = self.aggregator.apply(update)
-        if outcome.accepted:
-            self.guard.accepted(verdict)
-        return outcome, verdict.sent
+        return self._judge(update, task, base, parsed, duration, arrival)
 
     def _failed(self, task: Task, why: str, kind: str) -> None:
         """``task`` ended without an update: count it against its node, which leaves the
         active set (the policy's bound stops waiting for it) until its next success."""
         self._recorder.fault(kind, f"node {task.node_id} (stable id {task.stable_id}): {why}")
         self._recorder.task_failed()
+        self.guard.heard(task.stable_id)
         node = self._registry.get(task.node_id)
         if node is not None:
             self._registry.failed(node, self.aggregator.version, f"{kind}: {why}")

@@ -13,11 +13,13 @@ COMPLETED_STOPS = frozenset(
 """Stop reasons of a run that spent a budget, met its target, or was stopped by ``start()``'s
 ``should_stop``."""
 
-FAILED_STOPS = frozenset({"no-active-nodes", "no-progress", "deadlock", "no-nodes"})
+FAILED_STOPS = frozenset({"no-active-nodes", "no-progress", "deadlock", "no-nodes", "one-node"})
 """Stop reasons of a run that could not make progress: ``no-active-nodes`` (every node left
 after failing or being rejected too often in a row), ``no-progress`` (no update accepted for a
 bounded number of tasks or span of time), ``deadlock`` (the dispatch policy lets no idle node
-start and nothing is in flight), ``no-nodes`` (no node to send a task to within the timeout)."""
+start and nothing is in flight), ``no-nodes`` (no node to send a task to within the timeout),
+``one-node`` (for ``patience`` replies only one node's updates were accepted while the update
+guard refused the others': the run would learn from that node alone)."""
 
 
 @dataclass

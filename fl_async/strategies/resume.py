@@ -29,7 +29,7 @@ class RunSnapshot:
         nodes = dict(self._unrestored)
         for n in self._registry.nodes.values():
             nodes[n.stable_id] = SavedNode(n.partition_id, n.num_examples, n.tasks)
-        in_flight = list(self._held)
+        in_flight = list(self._held) + self._held_tasks()  # a resume resends the guard's held
         for t in book.tasks():
             in_flight.append(SavedTask(t.stable_id, t.base_version, t.iteration, t.task_index,
                                        t.seed, t.start, t.finish, book.base_of(t),
