@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fl_async.bench.records import load_records
+from fl_async.bench.records import load_records, record_path
 from fl_async.cli import main
 
 SUITE = [
@@ -23,7 +23,7 @@ SUITE = [
     "--nodes",
     "4",
     "--rounds",
-    "2",
+    "1",
     "--grid",
     "5",
     "--actors",
@@ -34,31 +34,31 @@ SUITE = [
 """The study: 2 strategies x 2 splits x 2 seeds, two at a time."""
 
 
-@pytest.mark.slow(seconds=120)
+@pytest.mark.slow(seconds=90)
 def test_a_suite_in_one_simulation_has_the_records_of_one_simulation_per_run(tmp_path: Path):
     """Eight runs (two strategies, two splits, two seeds) in one simulation, two at a time;
-    then the two runs of one split and seed again, each in a simulation of its own."""
+    then one of them (ASGD, split label-skew, seed 1) again in a simulation of its own, its
+    budget read from the study's SSGD record: one launch more, as the suite's runs are compared
+    in-process, every one of them, in tests/test_study.py."""
     study, alone = tmp_path / "study", tmp_path / "separate"
     assert main(["bench", *SUITE, "--out", str(study)]) == 0
-    again = [
-        *SUITE[: SUITE.index("--splits")],
-        "--splits",
-        "label-skew",
-        "--seeds",
-        "1",
-        *SUITE[SUITE.index("--strategies") :],
-    ]
-    assert main(["bench", *again, "--engine", "separate", "--out", str(alone)]) == 0
-    made = {}
-    for out in (study, alone):
-        assert main(["bench", "--out", str(out), "--export", str(out) + "-rec"]) == 0
-        made[out.name] = load_records(Path(str(out) + "-rec"))
+    records = tmp_path / "study-records"
+    assert main(["bench", "--out", str(study), "--export", str(records)]) == 0
+    made = {"study": load_records(records)}
+    record_path(records, "label-skew", "asgd", 1).unlink()  # to make again; SSGD's is held
+    again = [*SUITE, "--engine", "separate", "--records", str(records), "--out", str(alone)]
+    for option, value in (("--splits", "label-skew"), ("--seeds", "1")):
+        again[again.index(option) + 1] = value
+    assert main(["bench", *again]) == 0
+    assert main(["bench", "--out", str(alone), "--export", str(tmp_path / "separate-rec")]) == 0
+    made["separate"] = load_records(tmp_path / "separate-rec")
     provenance = {engine: _pop_provenance(records) for engine, records in made.items()}
     assert sum(len(by_seed) for r in made["study"].values() for by_seed in r.values()) == 8
-    both = {s: made["study"]["label-skew"][s][1] for s in ("ssgd", "asgd")}
-    assert _computed(both) == _computed({s: made["separate"]["label-skew"][s][1] for s in both})
+    one = made["study"]["label-skew"]["asgd"][1]
+    assert _computed(one) == _computed(made["separate"]["label-skew"]["asgd"][1])
     for engine, found in provenance.items():
         assert {(p["engine"], p["runs-at-a-time"], p["actors"]) for p in found} == {(engine, 2, 2)}
+        assert len(found) == (8 if engine == "study" else 1)
         assert all(p["commit"] is None or len(p["commit"]) == 40 for p in found)
     # one simulation for the whole study: its folder, its log, every run's status in its folder
     (folder,) = (study / ".studies").iterdir()

@@ -41,4 +41,14 @@ def table(result: dict) -> str:
             f"{passes[0]['simulations']} | {'–' if first is None else f'{first:.1f}'} | "
             f"{1000 * median / passes[0]['updates']:.1f} | {efficiency(result, median):.2f} |"
         )
+    walls = {
+        e: statistics.median(p["wall"] for p in result["passes"] if p["engine"] == e)
+        for e in result["engines"]
+    }
+    if {"study", "separate"} <= set(walls):
+        lines += [
+            "",
+            f"The study engine did {walls['separate'] / walls['study']:.2f} times the work an "
+            "hour of a simulation per run at the same runs at a time.",
+        ]
     return "\n".join(lines)
