@@ -52,7 +52,8 @@ def _worker(config: dict, tasks: mp.Queue, ready: mp.Queue, go: Any, done: mp.Qu
 
     from fl_async.clients import training
     from fl_async.clients.node_data import load_node_data, new_model
-    from fl_async.config import DataSpec, TrainSpec
+    from fl_async.config import TrainSpec
+    from fl_async.data_spec import DataSpec
 
     torch.set_num_threads(1)
     nodes = int(config["num-nodes"])

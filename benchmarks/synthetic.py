@@ -33,8 +33,8 @@ import numpy as np
 from measured import header, write
 
 from fl_async.clients import node_data
-from fl_async.config import DataSpec
 from fl_async.data import load_dataset, load_labels, load_owners
+from fl_async.data_spec import DataSpec
 from fl_async.partitioning import count_matrix
 
 MiB = 1 << 20

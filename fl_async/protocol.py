@@ -156,11 +156,15 @@ def check_metrics(message: Message) -> None:
             for name, value in record.items():
                 count += len(value) - 1 if isinstance(value, list) else 0
                 if len(name) > MAX_METRIC_NAME:
-                    raise ValueError(f"metric name {name[:20]!r}... has {len(name)} characters; "
-                                     f"at most {MAX_METRIC_NAME} are allowed")  # fmt: skip
+                    raise ValueError(
+                        f"metric name {name[:20]!r}... has {len(name)} characters; "
+                        f"at most {MAX_METRIC_NAME} are allowed"
+                    )
     if count > MAX_METRICS:
-        raise ValueError(f"a reply carries {count} metric values; at most {MAX_METRICS} are "
-                         "allowed (a list counts one per value)")  # fmt: skip
+        raise ValueError(
+            f"a reply carries {count} metric values; at most {MAX_METRICS} are "
+            "allowed (a list counts one per value)"
+        )
 
 
 def check_num_examples(metrics: Mapping[str, int | float]) -> int:

@@ -9,8 +9,8 @@ from simapps import run_app
 from fl_async.app import preflight
 from fl_async.app.config import parse_run_config
 from fl_async.clients.node_data import load_node_data
-from fl_async.config import DataSpec
 from fl_async.data import load_labels, load_owners
+from fl_async.data_spec import DataSpec
 from fl_async.partitioning import natural
 from fl_async.validation import InvalidArgument
 

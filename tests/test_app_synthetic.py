@@ -15,9 +15,10 @@ from fl_async.app import preflight, results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients.node_data import load_node_data, load_run_data, synthetic_of
-from fl_async.config import DataSpec, check_run_config
+from fl_async.config import check_run_config
 from fl_async.data import Synthetic
 from fl_async.data import synthetic as synthetic_module
+from fl_async.data_spec import DataSpec
 from fl_async.partitioning import natural, natural_assignment
 from fl_async.validation import InvalidArgument
 

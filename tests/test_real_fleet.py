@@ -13,7 +13,7 @@ from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.clients import client_app as handlers
 from fl_async.clients.node_data import cached_dataset, new_model
-from fl_async.config import DataSpec
+from fl_async.data_spec import DataSpec
 from fl_async.protocol import to_record
 from fl_async.validation import InvalidArgument
 

@@ -21,7 +21,8 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fl_async.clients.node_data import cached_dataset, new_model  # noqa: E402
-from fl_async.config import DEFAULTS, DataSpec  # noqa: E402
+from fl_async.config import DEFAULTS  # noqa: E402
+from fl_async.data_spec import DataSpec  # noqa: E402
 from fl_async.protocol import to_record  # noqa: E402
 
 TaskIdentity.run_id = 1

@@ -99,9 +99,15 @@ class UpdateGuard:
         times its norm, clipped) exceeds this multiple of ``M``; 0 turns the check off.
     """
 
-    def __init__(self, *, factor: float | None = GUARD_FACTOR, mode: str = "clip",
-                 window: int = 50, quorum: int = QUORUM,
-                 direction: float = DIRECTION) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        factor: float | None = GUARD_FACTOR,
+        mode: str = "clip",
+        window: int = 50,
+        quorum: int = QUORUM,
+        direction: float = DIRECTION,
+    ) -> None:
         self.factor = _factor(factor)
         self.mode = check_choice("mode", mode, MODES)
         self.window = check_int("window", window, minimum=1)
@@ -255,17 +261,24 @@ class UpdateGuard:
         sole = self._sole
         if not sole.stuck(patience):
             return ""
-        return (f"for {sole.stretch} replies only the updates of the node with stable id "
-                f"{sole.node} were accepted; the update guard refused {sole.refused} of the "
-                "others' (no-update, too-large or wrong-direction)")  # fmt: skip
+        return (
+            f"for {sole.stretch} replies only the updates of the node with stable id "
+            f"{sole.node} were accepted; the update guard refused {sole.refused} of the "
+            "others' (no-update, too-large or wrong-direction)"
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The votes, the aggregate direction, the one-node stretch and the quorum's state."""
-        return {"votes": self._votes.state(), "direction": self._direction.state(),
-                "sole": self._sole.state(), "opened": self._opened, "needed": self._needed,
-                "heard": sorted(self._heard), "suspects": sorted(self._suspects),
-                "queued": [[v.node, v.norm, v.scale, v.reason, v.median]
-                           for v in self._queued]}  # fmt: skip
+        return {
+            "votes": self._votes.state(),
+            "direction": self._direction.state(),
+            "sole": self._sole.state(),
+            "opened": self._opened,
+            "needed": self._needed,
+            "heard": sorted(self._heard),
+            "suspects": sorted(self._suspects),
+            "queued": [[v.node, v.norm, v.scale, v.reason, v.median] for v in self._queued],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``. A window saved by an older fl-async (``"norms"``: the
@@ -285,13 +298,20 @@ class UpdateGuard:
         self._opened, self._needed = bool(state["opened"]), int(state["needed"])
         self._heard = {int(n) for n in state["heard"]}
         self._suspects = {int(n) for n in state["suspects"]}
-        self._queued = [Verdict(norm, scale, reason, node, median=median)
-                        for node, norm, scale, reason, median in state["queued"]]  # fmt: skip
+        self._queued = [
+            Verdict(norm, scale, reason, node, median=median)
+            for node, norm, scale, reason, median in state["queued"]
+        ]
 
     def hyperparameters(self) -> dict[str, Any]:
         """The guard's settings, for logs and the run's description."""
-        return {"factor": self.factor, "mode": self.mode, "window": self.window,
-                "quorum": self.quorum, "direction": self.direction}  # fmt: skip
+        return {
+            "factor": self.factor,
+            "mode": self.mode,
+            "window": self.window,
+            "quorum": self.quorum,
+            "direction": self.direction,
+        }
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())

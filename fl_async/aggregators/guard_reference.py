@@ -101,8 +101,9 @@ class Direction:
         while len(self._last) > self.window:
             self._last.popitem(last=False)
 
-    def cosine(self, floats: Sequence[np.ndarray], norm: float, median: float,
-               voters: int) -> float | None:  # fmt: skip
+    def cosine(
+        self, floats: Sequence[np.ndarray], norm: float, median: float, voters: int
+    ) -> float | None:
         """The cosine of an update (norm ``norm``) with ``m``; None while ``m`` is not coherent
         (``coherent``, over at most ``voters`` nodes' worth of updates)."""
         if self._m is None or self._s2 == 0:
@@ -115,9 +116,13 @@ class Direction:
 
     def state(self) -> dict[str, Any]:
         """``m`` (copies), its weights' sums, ``t`` and each node's last ``t``."""
-        return {"m": None if self._m is None else [m.copy() for m in self._m],
-                "s1": self._s1, "s2": self._s2, "t": self._t,
-                "last": [[node, t] for node, t in self._last.items()]}  # fmt: skip
+        return {
+            "m": None if self._m is None else [m.copy() for m in self._m],
+            "s1": self._s1,
+            "s2": self._s2,
+            "t": self._t,
+            "last": [[node, t] for node, t in self._last.items()],
+        }
 
     def load(self, saved: dict[str, Any]) -> None:
         """Restore ``state()``."""

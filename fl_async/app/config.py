@@ -12,11 +12,11 @@ from fl_async.config import (
     PRESET_DEFAULT,
     PRESET_TABLES,
     TRAIN_KEYS,
-    DataSpec,
     TrainSpec,
     Value,
     check_run_config,
 )
+from fl_async.data_spec import DataSpec
 from fl_async.validation import InvalidArgument
 
 STUDY_DIR = "study-dir"

@@ -26,10 +26,10 @@ from fl_async.app.flower_fedavg import FLOWER_FEDAVG
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients.device import check_device
 from fl_async.clients.node_data import synthetic_of
-from fl_async.config import DataSpec
 from fl_async.data import Synthetic, load_labels
 from fl_async.data.download import ensure, is_downloadable
 from fl_async.data.loader import load_owners
+from fl_async.data_spec import DataSpec
 from fl_async.extras import INSTALL_SIMULATION, require
 from fl_async.partitioning import count_matrix
 from fl_async.strategies.checkpoint import Checkpointer
@@ -52,9 +52,7 @@ class Plan:
 def prepare(args: argparse.Namespace) -> Plan:
     """Check the command line and everything it sets; ValueError, TypeError or ImportError
     (one line) name what is wrong and what is allowed."""
-    app_dir = Path(args.app).expanduser().resolve()
-    if not (app_dir / "pyproject.toml").is_file():
-        raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
+    app_dir = _app_dir(args.app)
     if args.actors is not None:  # None on a Ray cluster, whose machines set their CPUs
         check_int("--actors", args.actors, minimum=1)
     overrides = parse_overrides(args.run_config)
@@ -77,9 +75,7 @@ def prepare_study(args: argparse.Namespace) -> Plan:
     it hands over) and the simulation's node count; InvalidArgument when either is wrong."""
     from fl_async.app.study_files import read_study
 
-    app_dir = Path(args.app).expanduser().resolve()
-    if not (app_dir / "pyproject.toml").is_file():
-        raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
+    app_dir = _app_dir(args.app)
     if args.run_config.strip():
         raise InvalidArgument("--study takes no --run-config: each run's is in its request")
     study = Path(args.study).expanduser().resolve()
@@ -89,6 +85,14 @@ def prepare_study(args: argparse.Namespace) -> Plan:
     require("python -m fl_async.app --study", "ray", "matplotlib")
     config = parse_run_config({"num-nodes": nodes})
     return Plan(app_dir=app_dir, nodes=nodes, config=config, output=study)
+
+
+def _app_dir(app: str) -> Path:
+    """``--app``, made absolute; InvalidArgument unless it holds a pyproject.toml."""
+    app_dir = Path(app).expanduser().resolve()
+    if not (app_dir / "pyproject.toml").is_file():
+        raise InvalidArgument(f"no pyproject.toml in {app_dir}; pass --app <Flower App directory>")
+    return app_dir
 
 
 def parse_overrides(text: str) -> dict[str, Any]:

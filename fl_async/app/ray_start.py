@@ -19,8 +19,9 @@ CLIENT_PORT_OPTION = "--ray-client-server-port"
 
 def asks_for_client_server(argv: Sequence[str]) -> bool:
     """Whether the arguments ``argv`` of ``ray start`` ask for a Ray Client server."""
-    return any(arg == CLIENT_PORT_OPTION or arg.startswith(CLIENT_PORT_OPTION + "=")
-               for arg in argv)  # fmt: skip
+    return any(
+        arg == CLIENT_PORT_OPTION or arg.startswith(CLIENT_PORT_OPTION + "=") for arg in argv
+    )
 
 
 def main() -> None:

@@ -32,8 +32,9 @@ from torch import nn
 from fl_async.clients import training
 from fl_async.clients.device import in_ray_simulation, limit_torch_threads, select_device
 from fl_async.clients.node_data import NodeData, load_node_data, new_model
-from fl_async.config import NODE_KEYS, DataSpec, TrainSpec, read
+from fl_async.config import NODE_KEYS, TrainSpec, read
 from fl_async.data import FederatedData
+from fl_async.data_spec import DataSpec
 from fl_async.models import get_weights, set_weights
 from fl_async.protocol import (
     ARRAYS_KEY,

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fl_async.config import SYNTHETIC, DataSpec
+from fl_async.config import SYNTHETIC
 from fl_async.data.loader import load_dataset
 from fl_async.data.synthetic import NUM_CLASSES, Synthetic
+from fl_async.data_spec import DataSpec
 from fl_async.partitioning import natural_assignment
 
 if TYPE_CHECKING:

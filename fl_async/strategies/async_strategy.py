@@ -227,8 +227,12 @@ class AsyncStrategy(
         the run (no target accuracy, no ``should_stop``) and nothing else stops it: what the
         loop would send next, sent before the server spends its time evaluating."""
         *_, target = limits  # target accuracy: an evaluation that may stop the run
-        if (target is None and self._should_stop is None and not self._draining()
-                and not self._stop_reason(*limits)):  # fmt: skip
+        if (
+            target is None
+            and self._should_stop is None
+            and not self._draining()
+            and not self._stop_reason(*limits)
+        ):
             self._dispatch(grid)
 
     def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
@@ -285,11 +289,13 @@ class AsyncStrategy(
         self._next_sweep = 0.0  # the first pull asks for every reply in flight
         self._evaluate_fn = evaluate_fn
         self.policy.clear_idle()  # the registry below starts empty and tells the policy
-        self._registry = NodeRegistry(identify=self.identify_nodes,
-                                      poll_interval=self.poll_interval,
-                                      max_failures=self.max_failures,
-                                      on_idle=self.policy.set_idle,
-                                      weight_cap=self.weight_cap)  # fmt: skip
+        self._registry = NodeRegistry(
+            identify=self.identify_nodes,
+            poll_interval=self.poll_interval,
+            max_failures=self.max_failures,
+            on_idle=self.policy.set_idle,
+            weight_cap=self.weight_cap,
+        )
         self._book = TaskBook()
         self._outbox = Outbox(self.send_ahead)
         self.guard.reset()

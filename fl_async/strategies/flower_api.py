@@ -94,8 +94,9 @@ class FlowerStrategyAPI(Strategy):
             metrics = protocol.metrics_of(reply)
             claimed = protocol.check_num_examples(metrics)
         except ValueError as err:
-            self._recorder.fault("malformed", f"evaluate reply of node "
-                                 f"{reply.metadata.src_node_id}: {err}")  # fmt: skip
+            self._recorder.fault(
+                "malformed", f"evaluate reply of node {reply.metadata.src_node_id}: {err}"
+            )
             return None
         node = self._registry.get(reply.metadata.src_node_id)
         weight = self._registry.cap.weight(claimed, None if node is None else node.declared)

@@ -49,16 +49,24 @@ class GuardedApply:
     come between them as between any steps); no task goes out while they wait, on the model
     they are about to change."""
 
-    def _judge(self, update: ClientUpdate, task: Task, base: list[np.ndarray], reply: Reply,
-               duration: float, arrival: float) -> MetricRecord | None:  # fmt: skip
+    def _judge(
+        self,
+        update: ClientUpdate,
+        task: Task,
+        base: list[np.ndarray],
+        reply: Reply,
+        duration: float,
+        arrival: float,
+    ) -> MetricRecord | None:
         """Hold ``update`` while the guard waits for its quorum, else apply it as judged."""
         verdict = self.guard.take_queued(update.node_id)  # judged at the opening: a resume
         if verdict is None:
             verdict = self.guard.check(update, self.aggregator.params)
         if not verdict.hold:
             return self._conclude(update, verdict, task, reply, duration, arrival)
-        self._guard_held.append(HeldReply(task, base, update, verdict.norm, reply, duration,
-                                          arrival))  # fmt: skip
+        self._guard_held.append(
+            HeldReply(task, base, update, verdict.norm, reply, duration, arrival)
+        )
         node = self._registry.get(task.node_id)
         if node is not None:
             self._registry.set_busy(node, True)  # no new task until the guard opens
@@ -102,12 +110,31 @@ class GuardedApply:
     def _held_tasks(self) -> list[SavedTask]:
         """The tasks of the held and queued updates, as tasks in flight for a checkpoint (the
         guard's state keeps the queued ones' verdicts)."""
-        return [SavedTask(t.stable_id, t.base_version, t.iteration, t.task_index, t.seed,
-                          t.start, t.finish, h.base, t.base is not None)
-                for h in self._guard_queue + self._guard_held for t in (h.task,)]  # fmt: skip
+        return [
+            SavedTask(
+                t.stable_id,
+                t.base_version,
+                t.iteration,
+                t.task_index,
+                t.seed,
+                t.start,
+                t.finish,
+                h.base,
+                t.base is not None,
+            )
+            for h in self._guard_queue + self._guard_held
+            for t in (h.task,)
+        ]
 
-    def _conclude(self, update: ClientUpdate, verdict: Verdict, task: Task, reply: Reply,
-                  duration: float, arrival: float) -> MetricRecord:  # fmt: skip
+    def _conclude(
+        self,
+        update: ClientUpdate,
+        verdict: Verdict,
+        task: Task,
+        reply: Reply,
+        duration: float,
+        arrival: float,
+    ) -> MetricRecord:
         """Apply ``update`` as the guard judged it; the node's and the rule's bookkeeping; the
         reply's record (its ``virtual-time``: now, when it is applied)."""
         outcome = self._apply_judged(update, verdict, task)
@@ -127,17 +154,24 @@ class GuardedApply:
         elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
             if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
                 self._leave(task.stable_id)
-        self.guard.note(task.stable_id, accepted=outcome.accepted,
-                        refused=outcome.reason in REFUSALS)  # fmt: skip
+        self.guard.note(
+            task.stable_id, accepted=outcome.accepted, refused=outcome.reason in REFUSALS
+        )
         norm = verdict.norm
         return self._recorder.reply(
-            {**reply.metrics, "server-step": self.aggregator.version, "node-id": task.node_id,
-             "stable-id": task.stable_id, "staleness": update.staleness,
-             "iteration": task.iteration, "virtual-time": self._order.now,
-             "wall-time": self._recorder.wall_at(arrival),
-             **({} if norm is None else {"update-norm": norm})},
+            {
+                **reply.metrics,
+                "server-step": self.aggregator.version,
+                "node-id": task.node_id,
+                "stable-id": task.stable_id,
+                "staleness": update.staleness,
+                "iteration": task.iteration,
+                "virtual-time": self._order.now,
+                "wall-time": self._recorder.wall_at(arrival),
+                **({} if norm is None else {"update-norm": norm}),
+            },
             accepted=outcome.accepted,
-        )  # fmt: skip
+        )
 
     def _apply_judged(self, update: ClientUpdate, verdict: Verdict, task: Task) -> Outcome:
         """Hand ``update`` to the rule unless the guard refused it; clipped first where the
@@ -145,8 +179,11 @@ class GuardedApply:
         if verdict.refused:
             return self.aggregator.refuse(update, verdict.reason)
         if verdict.scale < 1.0:
-            self._recorder.fault("clipped", f"node {task.node_id} (stable id {task.stable_id}): "
-                                 f"update norm scaled by {verdict.scale:.3g}")  # fmt: skip
+            self._recorder.fault(
+                "clipped",
+                f"node {task.node_id} (stable id {task.stable_id}): "
+                f"update norm scaled by {verdict.scale:.3g}",
+            )
             update = replace(update, delta=clip(update.delta, verdict.scale))
         outcome = self.aggregator.apply(update)
         if outcome.accepted:

@@ -79,9 +79,15 @@ class NodeRegistry:
     one ordered index of the idle nodes from it, which the dispatch reads.
     """
 
-    def __init__(self, *, identify: bool | str, poll_interval: float, max_failures: int,
-                 on_idle: Callable[[int, bool], None] | None = None,
-                 weight_cap: float | None = WEIGHT_CAP) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        identify: bool | str,
+        poll_interval: float,
+        max_failures: int,
+        on_idle: Callable[[int, bool], None] | None = None,
+        weight_cap: float | None = WEIGHT_CAP,
+    ) -> None:
         self.identify = check_identify(identify)
         self.cap = WeightCap(weight_cap)
         self._on_idle = on_idle
@@ -188,8 +194,9 @@ class NodeRegistry:
                 self.cap.withdraw(node.declared)
             departed.append((node_id, node))
         # A refused node is asked again once it or the holder of its partition-id has left.
-        self._refused = {n: p for n, p in self._refused.items()
-                         if n in connected and p in self._by_stable}  # fmt: skip
+        self._refused = {
+            n: p for n, p in self._refused.items() if n in connected and p in self._by_stable
+        }
         admitted = [stable for stable in admitted if stable is not None]
         if admitted or departed:  # sorted once per change, not once per node
             self.order = sorted(self._by_stable)
@@ -263,10 +270,17 @@ class NodeRegistry:
         weight = self.cap.weight(claimed, None if node is None else node.declared)
         if weight < claimed and node is not None and not node.capped:
             node.capped = True
-            log(WARNING, "node with stable id %d claims %d examples; weighted as %d (it declared "
+            log(
+                WARNING,
+                "node with stable id %d claims %d examples; weighted as %d (it declared "
                 "%d when it joined, and the cap is %s times the median declared count): said "
-                "once per node", node.stable_id, claimed, weight, node.declared,
-                self.cap.ratio)  # fmt: skip
+                "once per node",
+                node.stable_id,
+                claimed,
+                weight,
+                node.declared,
+                self.cap.ratio,
+            )
         return weight
 
     def _strike(self, node: Node, why: str) -> bool:
@@ -292,13 +306,20 @@ class NodeRegistry:
         holder = None if partition is None else self._by_stable.get(partition)
         if holder is not None:
             self._refused[node_id] = partition
-            log(WARNING, "node %d claims partition-id %d, which node %d holds: refused, it gets "
-                "no task while node %d is connected", node_id, partition, holder,
-                holder)  # fmt: skip
+            log(
+                WARNING,
+                "node %d claims partition-id %d, which node %d holds: refused, it gets "
+                "no task while node %d is connected",
+                node_id,
+                partition,
+                holder,
+                holder,
+            )
             return None
         stable = node_id if partition is None else partition
-        node = Node(stable_id=stable, partition_id=partition, num_examples=examples,
-                    declared=examples)  # fmt: skip
+        node = Node(
+            stable_id=stable, partition_id=partition, num_examples=examples, declared=examples
+        )
         if examples is not None:
             self.cap.declare(examples)
         self.nodes[node_id] = node
