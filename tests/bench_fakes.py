@@ -129,3 +129,26 @@ def hand_made_suite(out: Path) -> Path:
     call = {"at": "2026-11-23T03:57:00+0000", "argv": ["/x/.venv/bin/fl-async", "bench"], **latest}
     (out / "suite.json").write_text(json.dumps({"calls": [call], "latest": latest}))
     return out
+
+
+def without(value: object, dropped: frozenset[str]) -> object:
+    """``value`` (nested dicts and lists) without the keys in ``dropped``, at every depth."""
+    if isinstance(value, dict):
+        return {k: without(v, dropped) for k, v in value.items() if k not in dropped}
+    if isinstance(value, list):
+        return [without(v, dropped) for v in value]
+    return value
+
+
+WALL_CLOCK = frozenset({"wall-time", "started-at"})
+"""A record's fields that depend on the wall clock (wall times, the time a run started)."""
+
+
+def pop_provenance(records: dict) -> list[dict]:
+    """Take each record's ``provenance`` (what made it) out of ``records``; those taken."""
+    return [
+        record["run"].pop("provenance")
+        for by_strategy in records.values()
+        for by_seed in by_strategy.values()
+        for record in by_seed.values()
+    ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_fakes import WALL_CLOCK, without
 from idx_files import make_idx_set
 
 from fl_async.bench.grid import derive_grid
@@ -116,15 +117,5 @@ def _sweep(settings: list[str], grid: Path, out: Path, *, jobs: int) -> tuple[ob
     exported = out.with_name(f"{out.name}-records")
     assert main(["bench", "--out", str(out), "--export", str(exported)]) == 0
     chosen = json.loads((out / "tuned.json").read_text())["chosen"]
-    return _without_wall_times(load_records(exported)), chosen
-
-
-def _without_wall_times(value: object) -> object:
-    """``value`` without its wall-clock fields (wall times, the time a run started) and what
-    made each run (``provenance``: the engine and runs at a time differ between the calls)."""
-    if isinstance(value, dict):
-        dropped = {"wall-time", "started-at", "provenance"}
-        return {k: _without_wall_times(v) for k, v in value.items() if k not in dropped}
-    if isinstance(value, list):
-        return [_without_wall_times(v) for v in value]
-    return value
+    # what made each run (provenance) differs between the calls: the engine, runs at a time
+    return without(load_records(exported), WALL_CLOCK | {"provenance"}), chosen

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bench_fakes import FakeLaunch, parse, run, spec
+from bench_fakes import FakeLaunch, parse, pop_provenance, run, spec
 
 from fl_async.bench.commands import write_choice
 from fl_async.bench.export import export_suite
@@ -288,21 +288,11 @@ def test_jobs_give_the_records_of_a_sequential_suite(tmp_path: Path) -> None:
         export_suite(out, tmp_path / f"records{jobs}")
         exported[jobs] = load_records(tmp_path / f"records{jobs}")
     # each record names what made it: the same code and engine, the runs at a time differ
-    made_by = {jobs: _pop_provenance(records) for jobs, records in exported.items()}
+    made_by = {jobs: pop_provenance(records) for jobs, records in exported.items()}
     assert exported[1] == exported[3]
     assert {p["runs-at-a-time"] for p in made_by[1]} == {1}
     assert {p["runs-at-a-time"] for p in made_by[3]} == {3}
     assert {p["engine"] for p in made_by[1] + made_by[3]} == {"separate"}
-
-
-def _pop_provenance(records: dict) -> list[dict]:
-    """Take each record's ``provenance`` out of ``records``; the provenances taken."""
-    return [
-        record["run"].pop("provenance")
-        for by_strategy in records.values()
-        for by_seed in by_strategy.values()
-        for record in by_seed.values()
-    ]
 
 
 class HalfWritten(FakeLaunch):

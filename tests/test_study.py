@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from bench_fakes import WALL_CLOCK, without
 from fakegrid import FakeGrid, task_identity
 from memory_app import FAST, context, run_in_memory
 
@@ -19,6 +20,8 @@ from fl_async.bench.scenarios import to_run_config_text
 
 NODES = 4
 BASE = {"num-nodes": NODES, "max-updates": 8, "eval-every": 4, **FAST}
+COMPUTED = WALL_CLOCK | {"output-dir"}
+"""Left out of a comparison: what depends on the wall clock or on where a run was written."""
 
 
 class OneAtATime(FakeGrid):
@@ -64,20 +67,6 @@ def _study(tmp_path: Path, jobs: int) -> Path:
     return study
 
 
-def _computed(history: dict) -> dict:
-    """``history`` without what depends on the wall clock or on where it was written."""
-
-    def clean(value):
-        if isinstance(value, dict):
-            dropped = {"wall-time", "started-at", "output-dir"}
-            return {k: clean(v) for k, v in value.items() if k not in dropped}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
-
-    return clean(history)
-
-
 RUNS = {
     "gsgm-dirichlet-0": {"strategy": "gsgm", "seed": 0},
     "fedbuff-labelskew-1": {
@@ -104,7 +93,7 @@ def test_runs_of_a_study_have_the_histories_they_have_alone_and_a_bad_one_fails_
     for name in RUNS:
         output = tmp_path / "study-runs" / name
         history = json.loads((output / "history.json").read_text())
-        assert _computed(history) == _computed(alone[name]), name
+        assert without(history, COMPUTED) == without(alone[name], COMPUTED), name
         status = files.read_status(output)
         assert status["state"] == files.FINISHED and status["stopped-by"] == "budget"
         assert "fl-async: final accuracy" in (output / "run.log").read_text()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_fakes import WALL_CLOCK, pop_provenance, without
 
 from fl_async.bench.records import load_records, record_path
 from fl_async.cli import main
@@ -52,10 +53,12 @@ def test_a_suite_in_one_simulation_has_the_records_of_one_simulation_per_run(tmp
     assert main(["bench", *again]) == 0
     assert main(["bench", "--out", str(alone), "--export", str(tmp_path / "separate-rec")]) == 0
     made["separate"] = load_records(tmp_path / "separate-rec")
-    provenance = {engine: _pop_provenance(records) for engine, records in made.items()}
+    provenance = {engine: pop_provenance(records) for engine, records in made.items()}
     assert sum(len(by_seed) for r in made["study"].values() for by_seed in r.values()) == 8
     one = made["study"]["label-skew"]["asgd"][1]
-    assert _computed(one) == _computed(made["separate"]["label-skew"]["asgd"][1])
+    assert without(one, WALL_CLOCK) == without(
+        made["separate"]["label-skew"]["asgd"][1], WALL_CLOCK
+    )
     for engine, found in provenance.items():
         assert {(p["engine"], p["runs-at-a-time"], p["actors"]) for p in found} == {(engine, 2, 2)}
         assert len(found) == (8 if engine == "study" else 1)
@@ -66,22 +69,3 @@ def test_a_suite_in_one_simulation_has_the_records_of_one_simulation_per_run(tmp
     for status in study.glob("*/*-seed*/run-status.json"):
         assert json.loads(status.read_text())["state"] == "finished"
     assert len(list(study.glob("*/*-seed*/run-status.json"))) == 8
-
-
-def _pop_provenance(records: dict) -> list[dict]:
-    return [
-        record["run"].pop("provenance")
-        for by_strategy in records.values()
-        for by_seed in by_strategy.values()
-        for record in by_seed.values()
-    ]
-
-
-def _computed(value: object) -> object:
-    """``value`` without its wall-clock fields (wall times, the time a run started)."""
-    if isinstance(value, dict):
-        dropped = {"wall-time", "started-at"}
-        return {k: _computed(v) for k, v in value.items() if k not in dropped}
-    if isinstance(value, list):
-        return [_computed(v) for v in value]
-    return value

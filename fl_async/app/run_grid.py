@@ -43,10 +43,11 @@ class SharedGrid:
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
         self._lock = threading.Lock()
-        self._busy: dict[int, str] = {}
-        """Node -> the id of the message it is working on."""
-        self._owner: dict[str, object | None] = {}
-        """Message id (in flight) -> the run view that sent it (None: that run has closed)."""
+        self._busy: set[int] = set()
+        """The nodes working on a message."""
+        self._sent: dict[str, tuple[int, object | None]] = {}
+        """Message id (in flight) -> its node and the run view that sent it (None: that run has
+        closed)."""
         self._replies: dict[str, tuple[object, Message]] = {}
         """Message id -> its run view and its reply, until the run pulls it."""
 
@@ -60,7 +61,8 @@ class SharedGrid:
                 if node not in self._busy:
                     ids = list(self.grid.push_messages([message]))
                     if ids and ids[0]:
-                        self._busy[node], self._owner[ids[0]] = ids[0], run
+                        self._busy.add(node)
+                        self._sent[ids[0]] = (node, run)
                     return ids[0] if ids else ""
             if time.monotonic() > deadline:
                 raise RunStopped(f"node {node} stayed busy with another run's task")
@@ -79,19 +81,20 @@ class SharedGrid:
         with self._lock:
             for message_id in [i for i, (owner, _) in self._replies.items() if owner is run]:
                 del self._replies[message_id]
-            for message_id in [i for i, owner in self._owner.items() if owner is run]:
-                self._owner[message_id] = None
+            for message_id, (node, owner) in list(self._sent.items()):
+                if owner is run:
+                    self._sent[message_id] = (node, None)
 
     def _collect(self) -> None:
         """Pull every reply that came; free its node; keep it for its run (lock held)."""
-        if not self._busy:
+        if not self._sent:
             return
-        for reply in self.grid.pull_messages(list(self._busy.values())):
+        for reply in self.grid.pull_messages(list(self._sent)):
             message_id = reply.metadata.reply_to_message_id
-            node = next((n for n, i in self._busy.items() if i == message_id), None)
-            if node is not None:
-                del self._busy[node]
-            owner = self._owner.pop(message_id, None)
+            if message_id not in self._sent:
+                continue
+            node, owner = self._sent.pop(message_id)
+            self._busy.discard(node)
             if owner is not None:
                 self._replies[message_id] = (owner, reply)
 
