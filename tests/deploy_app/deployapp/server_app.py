@@ -2,7 +2,10 @@
 
 It runs in its own process under ``flwr run``, so it reports through files named in the run
 config: ``progress-path`` (rewritten after every server step) and ``result-path`` (the final
-result, or the error that stopped the run). With ``checkpoint-dir`` the strategy checkpoints there
+result, or the error that stopped the run). With ``watch-path`` the run stops
+``updates-after-fault`` server steps after a fault that names what that file lists (written by a
+test once it has killed a SuperNode): the run goes on without the node, and need not run on
+to its wall time to show it. With ``checkpoint-dir`` the strategy checkpoints there
 (every ``checkpoint-every`` server steps and at the end), and a run started with the same
 ``checkpoint-dir`` resumes from it.
 """
@@ -88,6 +91,7 @@ def main(grid: Grid, context: Context) -> None:
             timeout=float(cfg["timeout"]),
             train_config=ConfigRecord({"local-steps": int(cfg["local-steps"])}),
             evaluate_fn=evaluate,
+            should_stop=_after_fault(cfg, fault_log),
             max_updates=int(cfg["num-updates"]),
             max_wall_time=float(cfg["max-wall-time"]),
         )
@@ -104,6 +108,30 @@ def main(grid: Grid, context: Context) -> None:
     finally:
         logging.getLogger("flwr").removeHandler(fault_log)
     _write_json(result_path, _summary(strategy, result, num_partitions, started, fault_log))
+
+
+def _after_fault(cfg: dict[str, Any], fault_log: _FaultLog) -> Any:
+    """``should_stop``: True ``updates-after-fault`` server steps after the first fault logged
+    after the time in ``watch-path`` and naming one of its ``names`` (None without the file)."""
+    watch = str(cfg.get("watch-path", ""))
+    if not watch:
+        return None
+    after = int(cfg.get("updates-after-fault", 3))
+    seen_at: list[int] = []
+
+    def should_stop(step: int, _result: Any) -> bool:
+        if not seen_at:
+            try:
+                wanted = json.loads(Path(watch).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return False  # not written yet (or half written: it is replaced atomically)
+            names = wanted["names"]
+            late = [f["message"] for f in fault_log.faults if f["time"] > wanted["after"]]
+            if any(name in message for message in late for name in names):
+                seen_at.append(step)
+        return bool(seen_at) and step >= seen_at[0] + after
+
+    return should_stop
 
 
 def _strategy(cfg: dict[str, Any]) -> Any:
