@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bench_fakes import FakeLaunch, parse, pop_provenance, run, spec
+from bench_fakes import FakeLaunch, parse, pop_provenance, run, spec, write_finished
 
 from fl_async.bench.commands import write_choice
 from fl_async.bench.export import export_suite
@@ -158,7 +158,7 @@ class SweepLaunch(FakeLaunch):
             grid = [0.897] * 4 if steady else [0.7, 0.95, 0.7, 0.9]
             record = run(grid, budget=config["max-virtual-time"])
             record["config"].update(config)
-            Path(config["output-dir"], "history.json").write_text(json.dumps(record))
+            write_finished(config["output-dir"], record)
             return 0
         return super().__call__(command, log)
 
