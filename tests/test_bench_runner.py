@@ -273,3 +273,16 @@ def test_a_run_ended_by_its_own_rule_is_finished_and_says_so(tmp_path: Path) -> 
     assert len(ended) == 2 and all("(no-active-nodes) in 0 s: " in line for line in ended)
     assert "dirichlet seed 0 asgd, final accuracy 50.0%" in ended[0]
     assert sum("failed (exit 1)" in line for line in lines) == 2
+
+
+def test_scenario_s_is_synthetic_by_device_with_fixed_local_steps() -> None:
+    spec = build_spec(parse("--scenario", "s", "--strategies", "ssgd,asgd", "--nodes", "100"))
+    config = spec.config("asgd", "natural", 30, budget=50.0)
+    assert (spec.dataset, spec.nodes, spec.scenario.splits) == ("synthetic", 100, ("natural",))
+    assert config["partition.scheme"] == "natural" and config["local-steps"] == 20
+    mnist = build_spec(parse("--scenario", "a", "--strategies", "ssgd"))
+    assert mnist.dataset == "mnist" and "local-steps" not in mnist.config(
+        "ssgd", "dirichlet", 0, None
+    )
+    overridden = build_spec(parse("--scenario", "s", "--run-config", "local-steps=5"))
+    assert overridden.config("ssgd", "natural", 0, None)["local-steps"] == 5
