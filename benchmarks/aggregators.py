@@ -2,7 +2,7 @@
 
 Run by hand (not a test): ``python benchmarks/aggregators.py [--without-base] [--out FILE]``.
 Targets (issue 2): ASGD <= 4x a copy, every rule <= 15x, GSGM with 1,000 cached nodes <= 1.5x
-its time with 10. Writes a compact result (``measured.py``) that ``measured_tables.py`` renders.
+its time with 10. Writes a compact result (``measured.py``) that ``blocks.py`` renders.
 """
 
 from __future__ import annotations

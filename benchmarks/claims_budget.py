@@ -8,12 +8,12 @@ Each SUITE is an ``fl-async bench`` suite folder whose SSGD runs went long (``--
 on development seeds. SSGD is evaluated at every round and its model changes only then, so the
 comparison grid over its first R rounds follows exactly from one long run (``derive_grid`` with
 the budget at round R): no run per R is needed. For every R in ``step, 2 step, ...`` the result
-holds each seed's flatness (``fl_async.bench.paired.flatness``: the last quarter's mean grid
+holds each seed's flatness (``claims.paired.flatness``: the last quarter's mean grid
 accuracy minus the third quarter's, in points, from counts of correct test examples) and the
 rule's choice: the smallest R whose mean over the seeds, a negative flatness counted as 0
 (``climbing``), is at most ``FLAT`` points. The result
 goes to ``benchmarks/results/measured/claims-budget-<time>-<commit>.json``; its table is
-generated into RESULTS.md by ``benchmarks/measured_tables.py``.
+generated into RESULTS.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from claims.paired import POINT_DIGITS, Run, climbing, flatness
+from claims.table import FLAT
 from measured import header, write
 
-from fl_async.bench.claims_table import FLAT
 from fl_async.bench.grid import DEFAULT_GRID, derive_grid
-from fl_async.bench.paired import POINT_DIGITS, Run, climbing, flatness
 from fl_async.files import read_json
 
 HERE = Path(__file__).resolve().parent

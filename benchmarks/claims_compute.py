@@ -19,7 +19,7 @@ start (10 to 20 s a run) is not counted. Two runs at a time do ``TWO_AT_A_TIME``
 an hour, or, for a suite of a scenario that a ``--pace`` result (``runs_at_a_time.py``) measured,
 what that result measured. The result, with every input run's wall time, goes to
 ``benchmarks/results/measured/claims-compute-<time>-<commit>.json``; its table is generated into
-RESULTS.md by ``benchmarks/measured_tables.py``.
+RESULTS.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations

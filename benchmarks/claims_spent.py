@@ -14,7 +14,7 @@ them: the union of their runs' intervals, each from the run's ``started-at`` for
 for a run resumed from its checkpoint under an fl-async that did not keep the wall time across a
 resume, its last part only; and not the parts of runs cut off and started again. So it is a
 lower bound. The result goes to ``benchmarks/results/measured/claims-spent-<time>-<commit>.json``;
-its table is generated into RESULTS.md by ``benchmarks/measured_tables.py``.
+its table is generated into RESULTS.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ central evaluations in plain processes, one per core (``floor_replay``). It repo
 an older commit) after each repeat, so start-up times come in pairs measured minutes apart.
 
 One compact JSON result (``benchmark: floor``) goes to ``--out`` (default
-``benchmarks/results/measured/floor-<date>-<commit>.json``); ``measured_tables.py`` renders it
+``benchmarks/results/measured/floor-<date>-<commit>.json``); ``blocks.py`` renders it
 in PERFORMANCE.md.
 """
 

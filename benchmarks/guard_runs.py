@@ -19,7 +19,7 @@ two references over the accepted norms before it, and how many updates (of how m
 
 A run whose guard never refuses (``guard.factor=1e9``) gives these on honest updates alone. The
 result goes to ``benchmarks/results/measured/guard-runs-<time>-<commit>.json``; its table is
-generated into RESULTS.md by ``benchmarks/measured_tables.py``.
+generated into RESULTS.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations

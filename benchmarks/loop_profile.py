@@ -14,7 +14,7 @@ per update (``time.process_time`` after each reply is handled: on a busy machine
 disturbed figure) and, with ``scale.update_times`` over the ``wall-time`` of each update record,
 the mean and the median wall gap between updates. Prints, per strategy and node count, the
 median of each over ``--repeats`` runs, in µs, and writes them as a compact result to ``--out``
-(``measured.py``; ``measured_tables.py`` renders it); ``--profile`` also prints cProfile's top
+(``measured.py``; ``blocks.py`` renders it); ``--profile`` also prints cProfile's top
 functions of one more run.
 """
 

@@ -2,7 +2,7 @@
 
 A benchmark calls ``header(kind)`` when it starts and ``write(result, out)`` when it ends; the
 file it writes is compact (sorted keys, no per-update arrays, no logs) so that it can be
-committed under ``benchmarks/results/measured/`` and rendered by ``measured_tables.py``.
+committed under ``benchmarks/results/measured/`` and rendered by ``blocks.py``.
 """
 
 from __future__ import annotations

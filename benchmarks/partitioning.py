@@ -6,7 +6,7 @@ default, about as many as FEMNIST has writers).
     python benchmarks/partitioning.py [--out benchmarks/results/partitioning.json]
 
 Prints the best of ``--repeats`` wall-clock times per scheme and writes them as a compact result
-(``measured.py``; ``measured_tables.py`` renders it). Exits with
+(``measured.py``; ``blocks.py`` renders it). Exits with
 code 1 if any scheme is slower than ``--budget`` seconds (the target is 1 s).
 """
 

@@ -12,7 +12,7 @@ machine's busy CPU-seconds over every core (``/proc/stat``), so the machine shou
 idle: the load average before and after is recorded too. A step's floor is its busy CPU-seconds
 over the cores, the least wall time that work could take with every core busy. The result goes
 to ``benchmarks/results/measured/readme-tests-<time>-<commit>.json``; its table is generated into
-PERFORMANCE.md by ``benchmarks/measured_tables.py``.
+PERFORMANCE.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations

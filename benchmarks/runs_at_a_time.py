@@ -14,7 +14,7 @@ machine's load falls on every setting alike. Each pass's wall time is its whole 
 history is fingerprinted as ``history_hashes.py`` does (all but wall times and Flower's random
 node ids): runs at a time must not change a result. The result goes to
 ``benchmarks/results/measured/runs-at-a-time-<time>-<commit>.json``, its table generated into
-RESULTS.md by ``benchmarks/measured_tables.py``; the command exits 1 when histories differ.
+RESULTS.md by ``benchmarks/blocks.py``; the command exits 1 when histories differ.
 """
 
 from __future__ import annotations

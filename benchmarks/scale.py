@@ -26,7 +26,7 @@ the load average at the start and end) and prints one line. To commit a set of r
     python benchmarks/scale.py --bundle benchmarks/results/measured/scale-<date>.json \
         benchmarks/results/scale-*.json
 
-writes them as one compact result (no log tails) that ``benchmarks/measured_tables.py`` turns
+writes them as one compact result (no log tails) that ``benchmarks/blocks.py`` turns
 into the tables of PERFORMANCE.md and RESULTS.md.
 """
 
@@ -89,7 +89,7 @@ def git_commit(checkout: Path) -> str:
 
 
 def bundle(out: Path, files: list[Path]) -> None:
-    """Write the runs in ``files`` as one result for ``benchmarks/measured_tables.py``."""
+    """Write the runs in ``files`` as one result for ``benchmarks/blocks.py``."""
     runs = [json.loads(f.read_text(encoding="utf-8")) for f in files]
     if not runs:
         raise SystemExit("--bundle needs at least one scale-<strategy>-<nodes>.json")

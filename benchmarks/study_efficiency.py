@@ -16,7 +16,7 @@ simulation costs nothing beyond the same work in plain processes on the same cor
 history is fingerprinted as ``history_hashes.py`` does: the engines must give the same ones (the
 command exits 1 otherwise). The result goes to
 ``benchmarks/results/measured/study-efficiency-<time>-<commit>.json``; its table is generated into
-PERFORMANCE.md by ``benchmarks/measured_tables.py``.
+PERFORMANCE.md by ``benchmarks/blocks.py``.
 """
 
 from __future__ import annotations

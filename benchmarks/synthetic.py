@@ -15,7 +15,7 @@ array, so every sample held), measured in a second pass so that tracing slows no
   part of a run does (skip with ``--no-full``).
 
 Prints a table and writes the figures, with the process's peak resident set size, as a compact
-result (``measured.py``; ``measured_tables.py`` renders it) to ``--out`` (default
+result (``measured.py``; ``blocks.py`` renders it) to ``--out`` (default
 ``benchmarks/results/synthetic.json``).
 """
 

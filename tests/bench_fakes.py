@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fl_async.app.run_status import finished, write_run_status
 from fl_async.bench.cli import add_arguments
 from fl_async.bench.runner import SuiteSpec, run_dir
 from fl_async.bench.scenarios import SCENARIOS
@@ -81,6 +82,14 @@ def spec(**changes: object) -> SuiteSpec:
     return SuiteSpec(**{**settings, **changes})  # type: ignore[arg-type]
 
 
+def write_finished(output: Path, history: dict) -> None:
+    """``history`` as a run's ``history.json`` and its ``run-status.json``, as the ServerApp
+    writes them at a run's end."""
+    path = Path(output, "history.json")
+    path.write_text(json.dumps(history))
+    write_run_status(Path(output), finished(history, [path]))
+
+
 class FakeLaunch:
     """Stands in for the launcher: writes a history whose virtual time is known."""
 
@@ -101,7 +110,7 @@ class FakeLaunch:
             record = run([0.5] * config["eval-grid"], budget=config["max-virtual-time"])
         # every key, as the ServerApp's history has it (a record lacking a key is older than it)
         record["config"].update(check_run_config(config))
-        Path(config["output-dir"], "history.json").write_text(json.dumps(record))
+        write_finished(config["output-dir"], record)
         return 0
 
     def stop_all(self) -> None:

@@ -23,6 +23,20 @@ def fake_flwr(bin_dir: Path, body: str) -> None:
     (bin_dir / "flwr").chmod(0o755)
 
 
+def write_status_script(output: Path, stopped_by: str = "budget") -> str:
+    """Python lines that write, as the ServerApp does last, a finished ``run-status.json`` (and
+    its ``history.json``) into ``output``."""
+    history = {"stopped-by": stopped_by, "stop-detail": "", "num-updates": 8}
+    return (
+        "import json, pathlib\n"
+        "from fl_async.app import run_status\n"
+        f"out = pathlib.Path({str(output)!r}); out.mkdir(parents=True, exist_ok=True)\n"
+        f"(out / 'history.json').write_text(json.dumps({history!r}))\n"
+        f"status = run_status.finished({history!r}, [out / 'history.json'])\n"
+        "run_status.write_run_status(out, status)\n"
+    )
+
+
 def fake_superlinks(
     monkeypatch, bin_dir: Path, script: str, *, settle: float = 0.0
 ) -> list[subprocess.Popen]:

@@ -289,9 +289,13 @@ def test_server_run_writes_history_and_plots_and_is_reproducible(tmp_path):
         "state": "finished",
         "stopped-by": "budget",
         "stop-detail": history["stop-detail"],
-        "num-updates": 8,
+        **{key: history[key] for key in ("num-updates", "server-steps", "virtual-time")},
+        "wall-time": history["wall-time"],
+        "final-accuracy": history["final-accuracy"],
         "history": str(output / "history.json"),
+        "plots": [str(output / "accuracy.png"), str(output / "staleness.png")],
     }
+    assert status["num-updates"] == 8
     assert history["num-updates"] == 8 and history["stopped-by"] == "budget"
     assert isinstance(history["stop-detail"], str)
     assert [e["server-step"] for e in history["evaluations"]] == [0, 4, 8]

@@ -104,8 +104,6 @@ def test_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "is a records folder: use --report-only" in capsys.readouterr().err
     assert bench("--export", str(tmp_path / "x")) == 2
     assert "--out is required" in capsys.readouterr().err
-    assert bench("--out", str(suite), "--check") == 2
-    assert "--check goes with --tables" in capsys.readouterr().err
 
 
 def _suite_part(out: Path, seeds: tuple[int, ...], at: str) -> Path:

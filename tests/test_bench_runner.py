@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_fakes import FakeLaunch, parse, spec, ssgd, write_runs
+from bench_fakes import FakeLaunch, parse, spec, ssgd, write_finished, write_runs
 
+from fl_async.app.run_status import FAILED, RUN_STATUS, ended, write_run_status
 from fl_async.bench import runner
 from fl_async.bench.cli import run as cli_run
 from fl_async.bench.options import build_spec
@@ -74,6 +75,31 @@ def test_failed_ssgd_blocks_its_seed(tmp_path: Path) -> None:
     assert len(outcome.failed) == 2 and len(outcome.blocked) == 2
     record = json.loads((run_dir(tmp_path, "dirichlet", "ssgd", 0) / RUN_FILE).read_text())
     assert record["exit-code"] == 1
+
+
+class NoStatus(FakeLaunch):
+    """Exits 0 and leaves a history, but ASGD's runs a run status that is no success: none at
+    all on seed 0 (a run that crashed after its history), a failed one on seed 1."""
+
+    def __call__(self, command: list[str], log: Path) -> int:
+        super().__call__(command, log)
+        config = self.configs[-1]
+        if config["strategy"] == "asgd":
+            output = Path(config["output-dir"])
+            (output / RUN_STATUS).unlink()
+            if config["seed"] == 1:
+                write_run_status(output, ended(FAILED, "RuntimeError: after the history"))
+        return 0
+
+
+def test_a_run_counts_as_made_by_its_status_not_its_exit_code(tmp_path: Path) -> None:
+    outcome = suite(tmp_path, NoStatus(), seeds=(0, 1))
+    asgd = [
+        run_dir(tmp_path, s, "asgd", seed) for s in ("dirichlet", "label-skew") for seed in (0, 1)
+    ]
+    assert sorted(outcome.failed) == sorted(asgd) and len(outcome.ran) == 4
+    record = json.loads((asgd[0] / RUN_FILE).read_text())
+    assert record["exit-code"] == 1  # the launcher said 0
 
 
 def test_fixed_budget_runs_every_strategy_with_it(tmp_path: Path) -> None:
@@ -227,11 +253,10 @@ class EndsByItsRule(FakeLaunch):
         config = self.configs[-1]
         if config["strategy"] != "asgd":
             return status
-        path = Path(config["output-dir"], "history.json")
-        history = json.loads(path.read_text())
+        history = json.loads(Path(config["output-dir"], "history.json").read_text())
         history["stopped-by"] = "no-active-nodes"
         history["faults"] = {"timeout": 3} if config["seed"] == 1 else {}
-        path.write_text(json.dumps(history))
+        write_finished(config["output-dir"], history)
         return 1
 
 
@@ -248,3 +273,16 @@ def test_a_run_ended_by_its_own_rule_is_finished_and_says_so(tmp_path: Path) -> 
     assert len(ended) == 2 and all("(no-active-nodes) in 0 s: " in line for line in ended)
     assert "dirichlet seed 0 asgd, final accuracy 50.0%" in ended[0]
     assert sum("failed (exit 1)" in line for line in lines) == 2
+
+
+def test_scenario_s_is_synthetic_by_device_with_fixed_local_steps() -> None:
+    spec = build_spec(parse("--scenario", "s", "--strategies", "ssgd,asgd", "--nodes", "100"))
+    config = spec.config("asgd", "natural", 30, budget=50.0)
+    assert (spec.dataset, spec.nodes, spec.scenario.splits) == ("synthetic", 100, ("natural",))
+    assert config["partition.scheme"] == "natural" and config["local-steps"] == 20
+    mnist = build_spec(parse("--scenario", "a", "--strategies", "ssgd"))
+    assert mnist.dataset == "mnist" and "local-steps" not in mnist.config(
+        "ssgd", "dirichlet", 0, None
+    )
+    overridden = build_spec(parse("--scenario", "s", "--run-config", "local-steps=5"))
+    assert overridden.config("ssgd", "natural", 0, None)["local-steps"] == 5

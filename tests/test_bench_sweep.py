@@ -7,8 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+import benchmark_modules  # noqa: F401 (benchmarks/blocks.py, imported as the scripts do)
+import blocks
 import pytest
-from bench_fakes import FakeLaunch, parse, pop_provenance, run, spec
+from bench_fakes import FakeLaunch, parse, pop_provenance, run, spec, write_finished
 
 from fl_async.bench.commands import write_choice
 from fl_async.bench.export import export_suite
@@ -158,7 +160,7 @@ class SweepLaunch(FakeLaunch):
             grid = [0.897] * 4 if steady else [0.7, 0.95, 0.7, 0.9]
             record = run(grid, budget=config["max-virtual-time"])
             record["config"].update(config)
-            Path(config["output-dir"], "history.json").write_text(json.dumps(record))
+            write_finished(config["output-dir"], record)
             return 0
         return super().__call__(command, log)
 
@@ -194,17 +196,16 @@ def test_a_sweep_runs_every_point_and_writes_the_choice_that_tuned_runs_again(
                              "--tuned", str(out / "tuned.json")))  # fmt: skip
     assert later.strategies == ("ssgd", "asgd", "gsgm", "ssgd-tuned", "asgd-tuned")
     assert later.config("asgd-tuned", "dirichlet", 0, 10.0)["asgd.lr"] == "auto"
-    # the generated table of the sweep, from its records folder and the choice made there
-    (tmp_path / "pyproject.toml").write_text("")
+    # the generated table of the sweep (benchmarks/blocks.py), from its records folder and the
+    # choice made there
     export_suite(out, tmp_path / "records")
     assert write_choice(tmp_path / "records", *build_sweep(args), None) == 0
-    page = tmp_path / "RESULTS.md"
-    page.write_text("<!-- generated tuned from records -->\n<!-- end generated -->\n")
-    assert fl_async_main(["bench", "--tables", str(page)]) == 0
-    table = page.read_text()
+    page = "<!-- generated tuned from records -->\n<!-- end generated -->\n"
+    table, _, changed = blocks.generate(page, tmp_path)
+    assert len(changed) == 1
     assert "| asgd | 89.7% | " in table and "| asgd (asgd.lr = auto) | 89.7% |" in table
     assert "| ssgd | " in table and table.count("| no |") == 2 and "tie-margin 1.0" in table
-    assert fl_async_main(["bench", "--tables", str(page), "--check"]) == 0
+    assert blocks.generate(table, tmp_path)[2] == []  # made again: unchanged
 
 
 @pytest.mark.parametrize(

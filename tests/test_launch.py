@@ -1,22 +1,19 @@
 """The launcher without starting anything: ``python -m fl_async.app`` and ``fl-async run``
-refuse every bad setting with one line and exit code 2, and the verdict on a finished run
-(exit 1 when it could not make progress)."""
+refuse every bad setting with one line and exit code 2, and it cleans up after signals (its
+verdict on a finished run: ``test_launch_status.py``)."""
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from launch_fakes import STUBBORN, fake_flwr, fake_superlinks, flwr_processes, stop_graces
+from launch_fakes import STUBBORN, fake_flwr, fake_superlinks, flwr_processes
 
 from fl_async import cli
-from fl_async.app import launch, outcome, preflight, superlink
-from fl_async.app.results import HISTORY
+from fl_async.app import launch, preflight, superlink
 from fl_async.extras import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,30 +106,6 @@ def test_fl_async_run_is_the_same_command(capsys):
     assert "``" not in capsys.readouterr().out
 
 
-def write_history(output: Path, status="finished:completed", age=0.0, **record):
-    output.mkdir(parents=True, exist_ok=True)
-    (output / HISTORY).write_text(json.dumps(record))
-    started = time.time() + age
-    return outcome.verdict(status, output, started)
-
-
-def test_the_verdict_reads_the_history(tmp_path):
-    assert write_history(tmp_path / "a", age=-5, **{"stopped-by": "budget"})[0] == 0
-    code, line = write_history(
-        tmp_path / "b",
-        age=-5,
-        **{"stopped-by": "no-active-nodes", "stop-detail": "every node left:\n0 raised"},
-    )
-    assert code == 1 and "\n" not in line
-    assert "could not make progress (no-active-nodes: every node left: 0 raised)" in line
-    assert write_history(tmp_path / "c", "finished:failed", age=-5)[0] == 1
-    # A history older than the run is an earlier run's.
-    assert write_history(tmp_path / "d", age=+5, **{"stopped-by": "budget"})[0] == 1
-    (tmp_path / "e").mkdir()
-    (tmp_path / "e" / HISTORY).write_text("{not json")
-    assert outcome.verdict("finished:completed", tmp_path / "e", time.time() - 5)[0] == 1
-
-
 def test_a_missing_optional_package_names_the_extra():
     with pytest.raises(ModuleNotFoundError, match=r"no_such_module_here .*fl-async\[simulation\]"):
         require("this tool", "json", "no_such_module_here")
@@ -218,43 +191,3 @@ def test_gpus_per_actor_refuses_what_ray_cannot_reserve(share):
 
     with pytest.raises(InvalidArgument, match="gpus-per-actor"):
         cluster.federation_options(None, 2, share)
-
-
-@pytest.mark.parametrize("last_line", [True, False])
-def test_the_serverapps_last_line_tells_the_run_completed(tmp_path, last_line):
-    """Once the ServerApp's last line came, no `flwr ls` is needed to know it completed."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    lines = ["Successfully started run 42"]
-    if last_line:
-        lines.append("INFO :      fl-async: final accuracy 91.0% after 8 updates (budget), "
-                     "virtual time 3.0 s, wall time 1.0 s; wrote /x/history.json")  # fmt: skip
-    (bin_dir / "flwr").write_text(f"#!{sys.executable}\nprint({chr(10).join(lines)!r})\n")
-    (bin_dir / "flwr").chmod(0o755)
-    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
-    args = launch.build_parser().parse_args(["--actors", "1"])
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    assert launch._flwr_run(plan, tmp_path, args, env, None) == (42, last_line)
-
-
-def test_after_the_last_line_flwr_run_and_the_superlink_are_stopped_at_once(tmp_path, monkeypatch):
-    """The results are written once the ServerApp's last line came: the launcher does not wait
-    for Flower and Ray to shut down (seconds), nor give the SuperLink's tree a grace period."""
-    bin_dir = tmp_path / "bin"
-    last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
-    fake_flwr(  # prints the last line, then would run for a minute
-        bin_dir,
-        f"import time\nprint('Successfully started run 7')\nprint({last!r}, flush=True)\n"
-        "time.sleep(60)",
-    )
-    # settle: its SIGTERM handler is in place
-    started = fake_superlinks(monkeypatch, bin_dir, STUBBORN, settle=0.5)
-    monkeypatch.setattr(superlink, "STOP_GRACE", 30.0)
-    monkeypatch.setattr(launch, "_start_ray_head", lambda *args: None)
-    plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
-    args = launch.build_parser().parse_args(["--actors", "1"])
-    flwr, graces = flwr_processes(monkeypatch), stop_graces(monkeypatch)
-    launch._launch(plan, args, None)  # 1: no history.json was written here
-    assert [p.returncode for p in flwr] == [-signal.SIGTERM]  # stopped, not its minute out
-    assert graces == [0.0]  # not the 30-s grace
-    assert started[0].poll() == -signal.SIGKILL

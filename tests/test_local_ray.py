@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 import sockets
 from flower_processes import descendants, wait_processes_gone, wait_until
-from launch_fakes import FakeHead, fake_flwr, fake_heads, fake_superlinks, flwr_processes
+from launch_fakes import (
+    FakeHead,
+    fake_flwr,
+    fake_heads,
+    fake_superlinks,
+    flwr_processes,
+    write_status_script,
+)
 
 from fl_async.app import launch, local_ray, preflight, ray_start, superlink
 
@@ -86,12 +93,12 @@ def fake_world(
 def test_flwr_run_joins_the_head_without_ray_cpu_counts_and_the_head_stops_last(
     monkeypatch, tmp_path
 ):
-    last = "fl-async: final accuracy 91.0% after 8 updates (budget), wrote /x/history.json"
-    body = f"print('Successfully started run 7'); print({last!r}, flush=True); time.sleep(60)"
+    body = "print('Successfully started run 7', flush=True)\n"
+    body += write_status_script(tmp_path / "out") + "time.sleep(60)"
     started, heads = fake_world(monkeypatch, tmp_path, body)
     plan = preflight.Plan(app_dir=tmp_path, nodes=2, config=None, output=tmp_path / "out")
     args = launch.build_parser().parse_args(["--actors", "3"])
-    launch._launch(plan, args, None)  # 1: no history.json was written here
+    assert launch._launch(plan, args, None) == 0  # the run's status says it finished
     address, argv = (tmp_path / "seen.txt").read_text().split("\n")
     (head,) = heads
     assert address == head.address and head.actors == 3

@@ -15,6 +15,7 @@ from memory_app import FAST, context, run_in_memory
 
 from fl_async.app import study_files as files
 from fl_async.app.client_app import app as client_app
+from fl_async.app.run_status import FAILED, FINISHED, STOPPED, read_run_status
 from fl_async.app.study_server import serve
 from fl_async.bench.scenarios import to_run_config_text
 
@@ -89,19 +90,20 @@ def test_runs_of_a_study_have_the_histories_they_have_alone_and_a_bad_one_fails_
     grid = _nodes()
     with task_identity():
         assert serve(grid, study) == 4
+        assert files.read_ended(study) == 4  # its last act: the launcher's sign that it is done
         alone = {name: run_in_memory(tmp_path, name, **o)[0] for name, o in RUNS.items()}
     for name in RUNS:
         output = tmp_path / "study-runs" / name
         history = json.loads((output / "history.json").read_text())
         assert without(history, COMPUTED) == without(alone[name], COMPUTED), name
-        status = files.read_status(output)
-        assert status["state"] == files.FINISHED and status["stopped-by"] == "budget"
+        status = read_run_status(output)
+        assert status.state == FINISHED and status.stopped_by == "budget"
         assert "fl-async: final accuracy" in (output / "run.log").read_text()
     assert grid.crossed == []  # never two messages at one node, though two runs went at once
     assert len(grid.log) > 3 * 8
     bad = tmp_path / "study-runs" / "bad"
-    status = files.read_status(bad)
-    assert status["state"] == files.FAILED and "eval-grid" in status["reason"]
+    status = read_run_status(bad)
+    assert status.state == FAILED and "eval-grid" in status.reason
     assert not (bad / "history.json").exists()
     assert "eval-grid" in (bad / "run.log").read_text()
 
@@ -125,9 +127,9 @@ def test_a_stopped_run_ends_stopped_while_the_other_finishes(tmp_path):
     with task_identity():
         assert serve(_nodes(), study) == 2
     stopper.join()
-    assert files.read_status(long)["state"] == files.STOPPED
-    assert "wall-clock limit" in files.read_status(long)["reason"]
-    assert files.read_status(short)["state"] == files.FINISHED
+    assert read_run_status(long).state == STOPPED
+    assert "wall-clock limit" in read_run_status(long).reason
+    assert read_run_status(short).state == FINISHED
 
 
 def test_a_study_whose_owner_is_gone_takes_no_run_and_ends(tmp_path):
@@ -136,7 +138,8 @@ def test_a_study_whose_owner_is_gone_takes_no_run_and_ends(tmp_path):
     _submit(study, "000001", tmp_path / "run")
     with task_identity():
         assert serve(_nodes(), study) == 0
-    assert files.read_status(tmp_path / "run") is None
+    assert files.read_ended(study) == 0
+    assert read_run_status(tmp_path / "run") is None
 
 
 def _a_finished_pid() -> int:

@@ -4,10 +4,10 @@ an exit code.
 Every setting is checked before anything starts (``preflight``), and with ``data-download =
 true`` a missing dataset is fetched then. Then it starts its own SuperLink (``superlink``),
 runs the app with ``flwr run <app> local --stream``, and stops the SuperLink with every process
-under it. ``flwr run --stream`` exits 0 even when the ServerApp
-raises, so the exit code comes from ``flwr ls`` and the ``history.json`` the run wrote
-(``outcome``): 0 done, 1 failed, stopped for want of progress or a dataset download failed, 2 a
-bad setting, 130 interrupted.
+under it. ``flwr run --stream`` exits 0 even when the ServerApp raises, so the exit code comes
+from the ``run-status.json`` the ServerApp writes last into the output folder (``run_status``,
+``outcome``), or its absence: 0 done, 1 failed, stopped for want of progress, wrote no status or
+a dataset download failed, 2 a bad setting, 130 interrupted.
 
 With ``--ray-address HOST:PORT`` (else Ray's ``RAY_ADDRESS``) the ClientApps run on a Ray
 cluster started with ``ray start`` (``cluster``): its head must answer before anything starts,
@@ -21,19 +21,18 @@ import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from fl_async.app import cluster, local_ray, superlink
+from fl_async.app import cluster, follow, local_ray, superlink
+from fl_async.app.run_status import RUN_STATUS
 from fl_async.app.staging import staged_app
-from fl_async.app.study_files import STUDY_DONE
+from fl_async.app.study_files import ENDED
 from fl_async.config import DEFAULTS, TRACKERS
 from fl_async.validation import InvalidArgument
 
@@ -47,11 +46,6 @@ DESCRIPTION = (
     "anything starts), 130 when interrupted."
 )
 SQLITE = "sqlite:///"
-_STARTED_RUN = re.compile(r"Successfully started run (\d+)")
-_SERVERAPP_DONE = re.compile(r"fl-async: final accuracy .* wrote ")
-"""The ServerApp's last line: it wrote the results and returns (``server_run.run``)."""
-_STUDY_DONE = re.compile(re.escape(STUDY_DONE))
-"""A study's ServerApp's last line: every run it made has its results and status."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -207,11 +201,10 @@ def run(args: argparse.Namespace) -> int:
 def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     from fl_async.app import outcome  # imported here for the same reason as preflight
 
-    plan.output.mkdir(parents=True, exist_ok=True)
+    done_file = _done_file(plan, study=bool(args.study))
     env = superlink.environment()  # RAY_ADDRESS is added once the head (if any) is known
     where = f"{args.actors} at a time" if address is None else f"on the Ray cluster {address}"
     print(f"fl-async: {plan.nodes} virtual nodes, {where}; results -> {plan.output}")
-    started = time.time()
     # A job stopped with SIGTERM (a scheduler, a background job) cleans up as after Ctrl-C.
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -228,10 +221,10 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
             env, cwd=plan.app_dir, log_file=plan.output / outcome.SUPERLINK_LOG
         )
         with staged_app(plan.app_dir) as app:
-            run_id, done = _flwr_run(plan, app, args, env, joined)
-        # The ServerApp's last line came: it returned, so Flower completed the run. Asking
-        # `flwr ls` would cost a new process (a second and a half on two cores).
-        status = outcome.COMPLETED if done else _status(run_id, process, env, cwd=plan.app_dir)
+            run_id, done = _flwr_run(plan, app, args, env, joined, done_file)
+        # Without the ServerApp's done file, what Flower says of the run tells why; with it,
+        # asking `flwr ls` would cost a new process (a second and a half on two cores).
+        flower = None if done else _status(run_id, process, env, cwd=plan.app_dir)
     except KeyboardInterrupt:
         if failures:
             print(f"fl-async: the run failed: {failures[0]}; stopping the simulation")
@@ -240,7 +233,7 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
         return 130
     finally:
         with _signals_held():
-            # After the ServerApp's last line the results are written: no grace, as a
+            # Once the ServerApp's done file is there the results are written: no grace, as a
             # shutdown of Ray takes seconds on two cores. The simulation (a Ray driver) first.
             grace = 0.0 if done else None
             if process is not None:
@@ -252,9 +245,18 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
         if head is not None and os.path.isdir(head.temp_dir):
             print(f"fl-async: Ray's logs for this run are in {head.temp_dir}")
     verdict = outcome.study_verdict if args.study else outcome.verdict
-    code, line = verdict(status, plan.output, started)
+    code, line = verdict(plan.output, flower)
     print(line)
     return code
+
+
+def _done_file(plan: Plan, *, study: bool) -> Path:
+    """The file the ServerApp writes last (a study's ``ended.json``, a run's status), with an
+    earlier run's removed: the one read at the end is this run's."""
+    plan.output.mkdir(parents=True, exist_ok=True)
+    done_file = plan.output / (ENDED if study else RUN_STATUS)
+    done_file.unlink(missing_ok=True)
+    return done_file
 
 
 def _start_ray_head(
@@ -307,10 +309,16 @@ def _signals_held() -> Iterator[None]:
 
 
 def _flwr_run(
-    plan: Plan, app: Path, args: argparse.Namespace, env: dict[str, str], address: str | None
+    plan: Plan,
+    app: Path,
+    args: argparse.Namespace,
+    env: dict[str, str],
+    address: str | None,
+    done_file: Path,
 ) -> tuple[int | None, bool]:
     """``flwr run --stream`` of ``app`` (the staged copy of ``plan.app_dir``), its output
-    echoed; the run id it reported, if any, and whether the ServerApp's last line came."""
+    echoed, until it ends or the ServerApp's ``done_file`` exists (then ``flwr run`` is
+    stopped); the run id it reported, if any, and whether the done file came."""
     ray = cluster.federation_options(address, args.actors, args.gpus_per_actor)
     federation = f"num-supernodes={plan.nodes} {ray}"
     command = [
@@ -327,8 +335,6 @@ def _flwr_run(
         "--run-config",
         _launcher_keys(plan, study=bool(args.study)),
     ]
-    run_id, done = None, False
-    done_line = _STUDY_DONE if args.study else _SERVERAPP_DONE
     with subprocess.Popen(
         command,
         env=env,
@@ -338,16 +344,10 @@ def _flwr_run(
         text=True,
     ) as process:
         assert process.stdout is not None
+        echo = follow.Echo(process.stdout)
+        echo.start()
         try:
-            for line in process.stdout:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                found = _STARTED_RUN.search(line)
-                if found:
-                    run_id = int(found.group(1))
-                if done_line.search(line):
-                    done = True
-                    break
+            done = follow.wait_for(process, done_file)
         except BaseException:
             # Interrupted: Popen's exit would wait a quarter second and leave flwr run behind.
             with _signals_held():
@@ -355,7 +355,8 @@ def _flwr_run(
             raise
         if done:
             superlink.end(process)  # what it would still print is Flower shutting down
-    return run_id, done
+        echo.join(timeout=follow.ECHO_GRACE)
+    return echo.run_id, done
 
 
 def _launcher_keys(plan: Plan, *, study: bool) -> str:

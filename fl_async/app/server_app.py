@@ -26,6 +26,6 @@ def main(grid: Grid, context: Context) -> None:
 
         serve(grid, Path(study))
         return
-    from fl_async.app.server_run import run
+    from fl_async.app.server_run import run_alone
 
-    run(grid, parse_run_config(run_config))
+    run_alone(grid, parse_run_config(run_config))

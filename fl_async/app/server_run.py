@@ -2,7 +2,8 @@
 
 It evaluates the global model centrally on the dataset's test split, logs progress at every
 evaluation (server step, virtual time, accuracy), and writes ``history.json``, ``accuracy.png``
-and ``staleness.png`` to ``output-dir`` (docs/running.md).
+and ``staleness.png`` to ``output-dir``, then, last, ``run-status.json`` (``run_status``:
+the launcher and ``fl-async bench`` read the run's outcome there; docs/running.md).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from torch import nn
 
-from fl_async.app import study_files
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import STARTED_AT, history_of, write_results
+from fl_async.app.run_status import FAILED, ended, finished, write_run_status
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
 from fl_async.clients.device import limit_torch_threads, select_device
@@ -64,12 +65,24 @@ class CentralEvaluation:
         return MetricRecord({"accuracy": metrics["accuracy"], "loss": metrics["loss"]})
 
 
-def run(grid: Grid, config: AppConfig) -> Path:
-    """Train with ``config`` on ``grid``'s nodes and write the results; their directory."""
+def run_alone(grid: Grid, config: AppConfig) -> Path:
+    """``run`` as a simulation's only run: when it raises, its ``run-status.json`` says why
+    (a study records its own runs' endings, ``study_server``)."""
+    output = output_directory(config)
+    try:
+        return run(grid, config, output)
+    except Exception as error:
+        write_run_status(output, ended(FAILED, f"{type(error).__name__}: {error}"))
+        raise
+
+
+def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
+    """Train with ``config`` on ``grid``'s nodes and write the results into ``output`` (default:
+    ``output_directory``), ``run-status.json`` last; their directory."""
     require("the ServerApp (accuracy.png, staleness.png)", "matplotlib")  # before, not after
     if config.values["tracking.backend"]:  # before the run too
         require_backend(str(config.values["tracking.backend"]))
-    output = output_directory(config)
+    output = output or output_directory(config)
     if config.data_download:
         _fetch(config)
     data = load_run_data(config.data, config.num_nodes)
@@ -107,20 +120,10 @@ def run(grid: Grid, config: AppConfig) -> Path:
     paths = write_results(output, history)
     if config.values["tracking.backend"]:
         _track(config, paths[0])
-    _write_status(history, paths[0])
     _log_end(history, result, paths)
+    # Last: how the run ended, for the launcher and fl-async bench (run_status).
+    write_run_status(output, finished(history, paths))
     return output
-
-
-def _write_status(history: dict[str, Any], path: Path) -> None:
-    """The run's ``run-status.json``, last: how it ended, for the launcher and ``fl-async bench``
-    (a study reads each run's ending there)."""
-    study_files.write_status(
-        path.parent,
-        study_files.FINISHED,
-        **{key: history[key] for key in ("stopped-by", "stop-detail", "num-updates")},
-        history=str(path),
-    )
 
 
 def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:
@@ -128,18 +131,28 @@ def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) ->
         INFO,
         "fl-async: final accuracy %s after %d updates (%s), virtual time %.1f s, wall time "
         "%.1f s; wrote %s",
-        _percent(history["final-accuracy"]), result.num_updates, result.stopped_by,
-        result.virtual_time, result.wall_time, ", ".join(str(p) for p in paths),
-    )  # fmt: skip
+        _percent(history["final-accuracy"]),
+        result.num_updates,
+        result.stopped_by,
+        result.virtual_time,
+        result.wall_time,
+        ", ".join(str(p) for p in paths),
+    )
 
 
 def _log_start(config: AppConfig, data: RunData, output: Path) -> None:
     log(
         INFO,
         "fl-async: %s on %s (%d train / %d test), %d nodes, %s split, %s clock; results -> %s",
-        config.strategy, config.data.dataset, len(data.labels), len(data.test), config.num_nodes,
-        config.data.scheme, config.clock, output,
-    )  # fmt: skip
+        config.strategy,
+        config.data.dataset,
+        len(data.labels),
+        len(data.test),
+        config.num_nodes,
+        config.data.scheme,
+        config.clock,
+        output,
+    )
 
 
 def _track(config: AppConfig, history_file: Path) -> None:
@@ -224,13 +237,23 @@ def _log_checkpoints(config: AppConfig, directory: Path, output: Path) -> None:
     run again (after a crash) would start over in a new one: say which ``output-dir`` resumes.
     """
     if config.output_dir:
-        log(INFO, "fl-async: checkpoint every %d server steps in %s (a run with the same "
-            "output-dir resumes from it)", config.checkpoint_every, directory)  # fmt: skip
+        log(
+            INFO,
+            "fl-async: checkpoint every %d server steps in %s (a run with the same "
+            "output-dir resumes from it)",
+            config.checkpoint_every,
+            directory,
+        )
         return
-    log(WARNING, "fl-async: checkpoint every %d server steps in %s, but output-dir is not set: "
+    log(
+        WARNING,
+        "fl-async: checkpoint every %d server steps in %s, but output-dir is not set: "
         "the same command run again starts over in a new directory. To resume from this "
         "checkpoint, run with --run-config \"output-dir='%s'\" (and the same other settings)",
-        config.checkpoint_every, directory, output)  # fmt: skip
+        config.checkpoint_every,
+        directory,
+        output,
+    )
 
 
 def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
@@ -246,9 +269,13 @@ def _describe(strategy: AsyncStrategy) -> dict[str, Any]:
 
 
 def _describe_flower() -> dict[str, Any]:
-    return {"class": "flwr.serverapp.strategy.FedAvg", "aggregator": "FedAvg (Flower's own)",
-            "policy": "synchronous rounds of every node", "guard": None,
-            "clock": None}  # fmt: skip
+    return {
+        "class": "flwr.serverapp.strategy.FedAvg",
+        "aggregator": "FedAvg (Flower's own)",
+        "policy": "synchronous rounds of every node",
+        "guard": None,
+        "clock": None,
+    }
 
 
 def _describe_data(data: RunData) -> dict[str, Any]:

@@ -8,7 +8,8 @@ Layout (every file is written atomically, so a reader never sees half of one)::
                                   output-dir and its node count
     <study>/stop/<id>             asks the simulation to stop that run (its wall-clock limit)
     <study>/closed                no more requests: the simulation ends once its runs have
-    <output-dir>/run-status.json  what became of a run (every run writes it, last)
+    <study>/ended.json            the simulation's ServerApp has ended: {"runs": how many it made}
+    <output-dir>/run-status.json  what became of a run (``fl_async.app.run_status``)
 
 The simulation's ServerApp (``fl_async.app.study_server``) takes the requests in the order of
 their ids, ``jobs`` at a time. It stops taking new ones once ``closed`` exists, once the
@@ -25,19 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from fl_async.files import read_json, write_atomically
+from fl_async.validation import InvalidArgument
 
 STUDY_FILE = "study.json"
 REQUESTS = "requests"
 STOPS = "stop"
 CLOSED = "closed"
-RUN_STATUS = "run-status.json"
+ENDED = "ended.json"
 IDLE_LIMIT = 600.0
 """Seconds a study simulation waits for a request with nothing running before it ends."""
-FINISHED, FAILED, STOPPED = "finished", "failed", "stopped"
-"""A run's ``state`` in its status: it ran to its own end (a budget, the target, or a stop of
-``FAILED_STOPS``), raised, or was stopped from outside (its wall-clock limit, the study's end)."""
-STUDY_DONE = "fl-async: study done"
-"""The first words of the study ServerApp's last log line."""
 
 
 @dataclass(frozen=True)
@@ -127,19 +124,18 @@ def owner_alive(pid: int) -> bool:
     return True
 
 
-def write_status(output_dir: Path, state: str, **fields: Any) -> Path:
-    """Write the run's status (``state`` and ``fields``) to ``output_dir``, atomically."""
-    status = {"state": state, **fields}
-    return write_atomically(output_dir / RUN_STATUS, json.dumps(status, indent=1) + "\n")
+def write_ended(study: Path, runs: int) -> Path:
+    """Say that the study's ServerApp has ended, having made ``runs`` runs (its last act)."""
+    return write_atomically(study / ENDED, json.dumps({"runs": runs}) + "\n")
 
 
-def read_status(output_dir: Path) -> dict[str, Any] | None:
-    """The run's status, or None while it has none (or the file is not a status)."""
-    path = output_dir / RUN_STATUS
-    if not path.is_file():
+def read_ended(study: Path) -> int | None:
+    """How many runs the study's ServerApp made, None while it has not ended;
+    ``InvalidArgument`` when the file is there but damaged."""
+    path = study / ENDED
+    if not path.exists():
         return None
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) and "state" in value else None
+    runs = read_json(path, "study's end", keys=("runs",))["runs"]
+    if not isinstance(runs, int):
+        raise InvalidArgument(f"{path} is not a study's end (runs = {runs!r})")
+    return runs

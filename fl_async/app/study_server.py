@@ -8,8 +8,9 @@ its seed and the virtual clock, never on what runs beside it, so it is the one i
 simulation would give (wall times aside).
 
 Faults stay per run: a run that raises, or that bench stops (``stop/<id>``), ends with its own
-``run-status.json`` and log while the others go on. The loop wakes every ``POLL`` seconds and
-ends by itself (``study_files``: closed, owner gone, or idle).
+``run-status.json`` (``run_status``) and log while the others go on. The loop wakes every
+``POLL`` seconds and ends by itself (``study_files``: closed, owner gone, or idle), writing the
+study's ``ended.json`` last: the launcher's sign that the simulation's work is done.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from flwr.serverapp import Grid
 from fl_async.app import study_files as files
 from fl_async.app.config import AppConfig, parse_run_config
 from fl_async.app.run_grid import RunGrid, RunStopped, SharedGrid
+from fl_async.app.run_status import FAILED, FINISHED, STOPPED, ended, write_run_status
 from fl_async.config import NODE_KEYS
 
 POLL = 0.1
@@ -62,7 +64,8 @@ def serve(grid: Grid, study: Path, *, clock: Callable[[], float] = time.monotoni
         elif stopping.is_set() or files.is_closed(study) or clock() - idle_since > files.IDLE_LIMIT:
             break
         time.sleep(POLL)
-    log(logging.INFO, "%s: %d runs", files.STUDY_DONE, len(taken))
+    log(logging.INFO, "fl-async: study done: %d runs", len(taken))
+    files.write_ended(study, len(taken))  # last: the launcher stops the simulation once it sees it
     return len(taken)
 
 
@@ -97,12 +100,12 @@ def run_request(shared: SharedGrid, request: files.Request, stop: Callable[[], s
         config = request_config(request)
         grid = RunGrid(shared, node_settings(config), stop)
         run(grid, config)
-        return files.FINISHED  # server_run.run wrote the status with the run's own stop
+        return FINISHED  # server_run.run wrote the status with the run's own stop
     except RunStopped as reason:
-        return _ended(output, files.STOPPED, str(reason))
+        return _ended(output, STOPPED, str(reason))
     except Exception as error:  # noqa: BLE001 (a run's fault must not end the others)
         log(logging.ERROR, "fl-async: the run failed:\n%s", traceback.format_exc())
-        return _ended(output, files.FAILED, f"{type(error).__name__}: {error}")
+        return _ended(output, FAILED, f"{type(error).__name__}: {error}")
     finally:
         if grid is not None:
             grid.close()
@@ -126,7 +129,7 @@ def node_settings(config: AppConfig) -> ConfigRecord:
 
 def _ended(output: Path, state: str, reason: str) -> str:
     log(logging.INFO, "fl-async: the run %s: %s", state, reason)
-    files.write_status(output, state, reason=" ".join(reason.split()))
+    write_run_status(output, ended(state, reason))
     return state
 
 

@@ -7,7 +7,9 @@ fl_async.app`` per run, resumable), ``schedule`` (the runs K at a time), ``launc
 subprocesses), ``progress`` (run k of n, time left), ``sweep`` and ``tuning`` (grid files, the
 best point of each strategy, tuned records), ``records`` (a run as a small JSON record, what
 the report reads), ``summary`` and ``table`` (rows over seeds, Markdown), ``report`` (report,
-plots, JSON), ``export`` (a suite's records folder), ``blocks`` (generated tables in a Markdown
-file), and ``cli`` (``fl-async bench``'s options), ``options`` (the suite they describe) and
-``commands`` (what it does). docs/bench.md describes them.
+plots, JSON), ``export`` (a suite's records folder), ``engines`` (a suite's runs in one Flower
+simulation, or each in its own) and ``provenance`` (what made a record), and ``cli``
+(``fl-async bench``'s options), ``options`` (the suite they describe) and ``commands`` (what it
+does). docs/bench.md describes them. A particular study's own code (the claims study's checks,
+verdicts and generated tables) lives beside its records in ``benchmarks/``.
 """

@@ -6,8 +6,7 @@ Example::
 
 Run it again with the same options to resume; ``--jobs K`` runs K at once; ``--report-only``
 rewrites the report from the runs already there (or from a records folder); ``--export DIR``
-writes the runs' records into DIR; ``--tables FILE.md`` rewrites the Markdown file's generated
-tables from records folders; ``--sweep GRIDFILE`` runs a grid of settings per strategy and
+writes the runs' records into DIR; ``--sweep GRIDFILE`` runs a grid of settings per strategy and
 writes the best of each, which ``--tuned`` runs again. This module holds the options; the
 commands are in ``fl_async.bench.commands``, the suite they describe in
 ``fl_async.bench.options``.
@@ -27,7 +26,6 @@ from fl_async.bench.commands import (
     run_and_report,
     run_export,
     run_report,
-    run_tables,
     write_choice,
 )
 from fl_async.bench.engines import ENGINES
@@ -110,7 +108,7 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options that run nothing: the report, the export and the generated tables."""
+    """Add the options that run nothing: the report and the export."""
     only = parser.add_mutually_exclusive_group()
     only.add_argument(
         "--report-only",
@@ -122,17 +120,6 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="write the records of --out's finished runs into DIR (runs nothing)",
-    )
-    only.add_argument(
-        "--tables",
-        metavar="MARKDOWN",
-        default=None,
-        help="rewrite the generated blocks of MARKDOWN from their records folders (no --out)",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="with --tables: write nothing, exit 1 naming each block that is out of date",
     )
     parser.add_argument(
         "--merge",
@@ -230,10 +217,8 @@ def _add_budget_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or resume) the suite or sweep, then write its report (and a sweep's choice); or only
-    the report, the export or the tables. 2 on bad input, 1 if a run failed (not by its own
-    rule; or, with --check, a table is out of date; or a sweep could choose no setting)."""
-    if args.tables is not None:
-        return run_tables(Path(args.tables), check=args.check)
+    the report or the export. 2 on bad input, 1 if a run failed (not by its own rule; or a
+    sweep could choose no setting)."""
     ray_address = None
     try:
         spec = build_spec(args)
@@ -273,9 +258,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_combinations(args: argparse.Namespace) -> None:
     """Options that go only with others, and the values build_spec does not read."""
     if args.out is None:
-        raise InvalidArgument("--out is required (the suite folder) unless --tables is given")
-    if args.check:
-        raise InvalidArgument("--check goes with --tables")
+        raise InvalidArgument("--out is required (the suite folder)")
     if args.merge and args.export is None:
         raise InvalidArgument("--merge goes with --export")
     if args.records is not None and (args.report_only or args.export is not None):

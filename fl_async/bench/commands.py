@@ -1,5 +1,5 @@
 """``fl-async bench``'s commands: run (or resume) a suite or a sweep and report it, report a
-folder again, export its records, rewrite generated tables."""
+folder again, export its records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-from fl_async.bench.blocks import rewrite_tables
 from fl_async.bench.export import export_suite, is_records_folder, merge_suite, read_records
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.report import REPORT, write_records_report, write_report
@@ -106,25 +105,6 @@ def run_export(out: Path, dest: Path, grid: int | None, *, merge: bool = False) 
         print(f"fl-async bench: {note}")
     action = "merged" if merge else "exported"
     print(f"fl-async bench: {action} {len(paths) - 1} runs of {out} to {dest}")
-    return 0
-
-
-def run_tables(markdown: Path, check: bool = False) -> int:
-    """``--tables FILE.md``: rewrite its generated blocks (``check``: exit 1 naming each block
-    that differs from its records, write nothing)."""
-    try:
-        blocks, changed = rewrite_tables(markdown, check=check)
-    except InvalidArgument as error:
-        return error_exit(error)
-    if check:
-        for block in changed:
-            print(
-                f"fl-async bench: {markdown}: {block.name} differs from its records; "
-                f"run fl-async bench --tables {markdown}",
-                file=sys.stderr,
-            )
-        return 1 if changed else 0
-    print(f"fl-async bench: {markdown}: {len(changed)} of {len(blocks)} generated blocks rewritten")
     return 0
 
 

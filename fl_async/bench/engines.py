@@ -24,10 +24,18 @@ from pathlib import Path
 from typing import Protocol
 
 from fl_async.app import study_files as files
+from fl_async.app.run_status import (
+    FINISHED,
+    STOPPED,
+    RunStatus,
+    clear_run_status,
+    read_run_status,
+)
 from fl_async.bench.launch import STOP_GRACE, TIMED_OUT, Launch, Subprocesses
 from fl_async.bench.runner import launcher_command
 from fl_async.bench.scenarios import to_run_config_text
 from fl_async.strategies import FAILED_STOPS
+from fl_async.validation import InvalidArgument
 
 POLL = 0.2
 """Seconds between two looks at a run's status."""
@@ -135,7 +143,7 @@ class Study:
         simulation = self._simulation(nodes)
         with self._lock:
             request_id = f"{next(self._ids):06d}"
-        (directory / files.RUN_STATUS).unlink(missing_ok=True)  # an earlier attempt's
+        clear_run_status(directory)  # an earlier attempt's
         text = to_run_config_text(config)
         output = str(Path(str(config["output-dir"])).resolve())
         files.submit(simulation.folder, files.Request(request_id, text, output, nodes))
@@ -144,7 +152,11 @@ class Study:
     def _wait(self, simulation: _Simulation, request_id: str, directory: Path, log: Path) -> int:
         started, asked = time.monotonic(), None
         while True:
-            status = files.read_status(directory)
+            try:
+                status = read_run_status(directory)
+            except InvalidArgument as error:  # written once, whole: it will not mend
+                _note(log, str(error))
+                return 1
             if status is not None:
                 return _exit_code(status, timed_out=asked is not None)
             if not simulation.thread.is_alive():
@@ -211,11 +223,11 @@ class Study:
             self.launch.stop_all()
 
 
-def _exit_code(status: dict, *, timed_out: bool) -> int:
+def _exit_code(status: RunStatus, *, timed_out: bool) -> int:
     """The launcher's exit code for a run that ended with ``status``."""
-    if status["state"] == files.FINISHED:
-        return 1 if status.get("stopped-by") in FAILED_STOPS else 0
-    if status["state"] == files.STOPPED and timed_out:
+    if status.state == FINISHED:
+        return 1 if status.stopped_by in FAILED_STOPS else 0
+    if status.state == STOPPED and timed_out:
         return TIMED_OUT
     return 1
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from fl_async.app.config import parse_run_config
 from fl_async.app.results import HISTORY, STARTED_AT, read_history
+from fl_async.app.run_status import FINISHED, clear_run_status, read_run_status
 from fl_async.bench.grid import DEFAULT_GRID
 from fl_async.bench.scenarios import (
     BASELINE,
@@ -143,6 +144,20 @@ def is_done(directory: Path) -> bool:
     return (directory / HISTORY).is_file()
 
 
+def finished_history(directory: Path) -> Path | None:
+    """The ``history.json`` that the run's ``run-status.json`` names, when it says the run
+    finished and the file is there; None for no status, a damaged one, or a run that failed or
+    was stopped."""
+    try:
+        status = read_run_status(directory)
+    except InvalidArgument:
+        return None
+    if status is None or status.state != FINISHED or status.history is None:
+        return None
+    history = Path(status.history)
+    return history if history.is_file() else None
+
+
 def baseline_budget(directory: Path) -> float:
     """The virtual time at which the SSGD run in ``directory`` ended."""
     history = read_history(directory / HISTORY)
@@ -233,9 +248,10 @@ def validate(spec: SuiteSpec) -> None:
 
 def run_one(config: dict, directory: Path, engine: Engine, provenance: dict) -> int:
     """Make one run of the suite into ``directory`` with ``engine``; its command, provenance,
-    exit code and wall time in ``bench-run.json``; its exit code (1 when it ended without a
-    history)."""
+    exit code and wall time in ``bench-run.json``; its exit code (1 when its ``run-status.json``
+    does not say it finished with a history)."""
     directory.mkdir(parents=True, exist_ok=True)
+    clear_run_status(directory)  # an earlier attempt's
     record = {
         "run-config": config,
         "command": engine.command(config),
@@ -245,8 +261,8 @@ def run_one(config: dict, directory: Path, engine: Engine, provenance: dict) -> 
     _write_json(directory / RUN_FILE, record)
     started = time.monotonic()
     status = engine.run(config, directory, directory / RUN_LOG)
-    if status == 0 and not is_done(directory):
-        status = 1  # the launcher said yes but left no history: count it as failed
+    if status == 0 and finished_history(directory) is None:
+        status = 1  # the launcher said yes but its status says no history: count it as failed
     record.update({"exit-code": status, "wall-seconds": round(time.monotonic() - started, 1)})
     _write_json(directory / RUN_FILE, record)
     return status

@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl_async.app.results import HISTORY, read_history
+from fl_async.app.results import read_history
 from fl_async.bench.engines import ENGINES, Engine, Separate, Study
 from fl_async.bench.export import is_records_folder
 from fl_async.bench.launch import STOP_GRACE, Launch, Subprocesses, terminate_as_interrupt
@@ -42,6 +42,7 @@ from fl_async.bench.runner import (
     baseline_budget,
     check_existing,
     default_app_dir,
+    finished_history,
     is_done,
     record_call,
     run_dir,
@@ -277,12 +278,14 @@ class _Loop:
 
 def _summary(directory: Path, status: int) -> dict | None:
     """The ended run's ``summary`` (its final accuracy is its last central evaluation, as its
-    record says); for a run that exited non-zero, None without a readable history."""
-    if status == 0:
-        return summary(read_history(directory / HISTORY))
-    if not is_done(directory):
+    record says), from the history its ``run-status.json`` names; for a run that exited
+    non-zero, None without a finished status and a readable history."""
+    history = finished_history(directory)
+    if history is None:
         return None
     try:
-        return summary(read_history(directory / HISTORY))
+        return summary(read_history(history))
     except InvalidArgument:
+        if status == 0:  # it said it finished: its damaged history is an error to show
+            raise
         return None

@@ -1,4 +1,4 @@
-"""The claims study's rules (fl_async.bench.paired, claims, claims_table): exact figures from
+"""The claims study's rules (benchmarks/claims: paired, checks, table): exact figures from
 counts, every check's verdict, incomplete splits, and the claims block from records."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import benchmark_modules  # noqa: F401 (blocks and claims, imported as the scripts do)
+import blocks
+import pytest
 from bench_fakes import bench, run, ssgd, write_runs
-
-from fl_async.bench import paired
-from fl_async.bench.blocks import generate
-from fl_async.bench.claims import (
+from claims import paired
+from claims.checks import (
     ASYNC_BASELINES,
     CLAIMS,
     Split,
@@ -22,8 +23,9 @@ from fl_async.bench.claims import (
     sooner,
     steadier,
 )
-from fl_async.bench.claims_table import budget_lines
-from fl_async.bench.paired import Run
+from claims.paired import Run
+from claims.table import budget_lines, defaults_lines, read_splits
+
 from fl_async.bench.records import make_record
 
 SEEDS = (30, 31, 32)
@@ -53,8 +55,11 @@ def test_an_accuracy_difference_is_exact_at_the_margin() -> None:
 
 
 def test_a_check_missing_a_seed_is_incomplete_never_judged_on_fewer() -> None:
-    runs = {"mifa": every_seed(curve(950)), "fedbuff": every_seed(curve(900)),
-            "ssgd": every_seed(curve(900))}  # fmt: skip
+    runs = {
+        "mifa": every_seed(curve(950)),
+        "fedbuff": every_seed(curve(900)),
+        "ssgd": every_seed(curve(900)),
+    }
     assert higher(split(runs), "mifa", "fedbuff").verdict is True
     del runs["mifa"][31]
     check = higher(split(runs), "mifa", "fedbuff")
@@ -66,8 +71,11 @@ def test_reaching_the_target_counts_grid_points_exactly() -> None:
     reference = curve(500, 800, 900)  # target: 9/10 of 900 correct = 810
     assert paired.reach_index(curve(809, 810, 900), reference) == 2
     assert paired.reach_index(curve(100, 200, 809), reference) == 4  # never: G + 1
-    runs = {"ssgd": every_seed(reference), "asp": every_seed(curve(810, 900, 900)),
-            "ssp": every_seed(curve(100, 810, 900))}  # fmt: skip
+    runs = {
+        "ssgd": every_seed(reference),
+        "asp": every_seed(curve(810, 900, 900)),
+        "ssp": every_seed(curve(100, 810, 900)),
+    }
     check = sooner(split(runs), "asp", "ssp")
     assert check.figure.startswith("-1.0 [-1.0, -1.0]") and check.verdict is True
     assert sooner(split(runs), "ssp", "asp").verdict is False
@@ -155,36 +163,16 @@ def test_the_claims_block_is_generated_from_records(tmp_path: Path) -> None:
     (tmp_path / "suite" / "suite.json").write_text(json.dumps({"calls": [], "latest": {}}))
     records = tmp_path / "benchmarks" / "claims-a"
     assert bench("--out", str(tmp_path / "suite"), "--export", str(records)) == 0
-    (tmp_path / "pyproject.toml").write_text("")
     text = "<!-- generated claims from benchmarks/claims-a -->\n<!-- end generated -->\n"
-    made, blocks, changed = generate(text, tmp_path)
-    assert len(blocks) == len(changed) == 1
+    made, found, changed = blocks.generate(text, tmp_path)
+    assert len(found) == len(changed) == 1
     assert "| T1 | Trend-Smooth | faster than ASGD at the same iterations | holds |" in made
     assert "| T2 | Trend-Smooth | accuracy near SSGD's | holds |" in made
     assert "| P1 | ASP |" in made and "not tested" in made
     assert "[claims-a, dirichlet](#claims-a-dirichlet)" in made
 
 
-def test_scenario_s_is_synthetic_by_device_with_fixed_local_steps() -> None:
-    from bench_fakes import parse
-
-    from fl_async.bench.options import build_spec
-
-    spec = build_spec(parse("--scenario", "s", "--strategies", "ssgd,asgd", "--nodes", "100"))
-    config = spec.config("asgd", "natural", 30, budget=50.0)
-    assert (spec.dataset, spec.nodes, spec.scenario.splits) == ("synthetic", 100, ("natural",))
-    assert config["partition.scheme"] == "natural" and config["local-steps"] == 20
-    mnist = build_spec(parse("--scenario", "a", "--strategies", "ssgd"))
-    assert mnist.dataset == "mnist" and "local-steps" not in mnist.config(
-        "ssgd", "dirichlet", 0, None
-    )
-    overridden = build_spec(parse("--scenario", "s", "--run-config", "local-steps=5"))
-    assert overridden.config("ssgd", "natural", 0, None)["local-steps"] == 5
-
-
 def test_a_default_changes_only_when_the_tuned_point_is_never_lower_and_once_higher() -> None:
-    from fl_async.bench.claims_table import defaults_lines
-
     tuned, default = every_seed(curve(950)), every_seed(curve(900))
     runs = {"ssgd": tuned, "fedbuff": tuned, "fedbuff-default": default}
     same = {"ssgd": tuned, "fedbuff": tuned, "fedbuff-default": tuned}
@@ -207,8 +195,6 @@ def test_one_seed_gives_no_interval_and_no_verdict_and_no_ssgd_tests_nothing() -
 
 
 def test_a_suite_still_running_shows_its_checks_incomplete_not_untested() -> None:
-    from fl_async.bench.claims_table import read_splits
-
     history = ssgd([0.1, 0.5, 0.6, 0.7, 0.8])
     history["dataset"] = {"name": "mnist", "test-examples": 20}
     history["num-nodes"] = 10
@@ -227,16 +213,12 @@ def by_key(key: str):
 
 
 def test_a_claims_block_covers_every_split_and_names_itself() -> None:
-    import pytest
-
-    from fl_async.bench.blocks import find_blocks
-    from fl_async.validation import InvalidArgument
-
-    with pytest.raises(InvalidArgument, match="line 1: a claims block covers every split"):
-        find_blocks(
+    with pytest.raises(blocks.BlockError, match="<text>:1: a claims block covers every split"):
+        blocks.find_blocks(
             ["<!-- generated claims from a b split=dirichlet -->", "<!-- end generated -->"]
         )
-    (block,) = find_blocks(["<!-- generated claims from a b -->", "<!-- end generated -->"])
+    lines = ["<!-- generated claims from a b -->", "<!-- end generated -->"]
+    (block,) = blocks.find_blocks(lines)
     assert block.name == "line 1 (generated claims from a b)"
 
 
@@ -245,8 +227,14 @@ def _ended_early(stop: str, *, faults: dict | None = None, points: int = 2) -> d
     model at 0.1 (the model of a run that diverged: every node left, its updates non-finite)."""
     history = run([0.6, 0.8, 0.85, 0.9])
     history["grid-evaluations"] = history["grid-evaluations"][:points]
-    history.update({"stopped-by": stop, "final-accuracy": 0.1, "faults": faults or {},
-                    "dataset": {"name": "mnist", "test-examples": 20}})  # fmt: skip
+    history.update(
+        {
+            "stopped-by": stop,
+            "final-accuracy": 0.1,
+            "faults": faults or {},
+            "dataset": {"name": "mnist", "test-examples": 20},
+        }
+    )
     return make_record(history)
 
 

@@ -38,17 +38,24 @@ def tuned_lines(record: dict[str, Any]) -> list[str]:
     for strategy, points in record["points"].items():
         default = next((p for p in points if p["name"] == strategy), None)
         chosen = record["chosen"].get(strategy)
-        rows.append("| " + " | ".join([
-            strategy,
-            _percent(default, "final-accuracy"),
-            _percent(default, "sigma-acc"),
-            "none (no point ran on every split and seed)" if chosen is None
-            else f"{chosen['name']} ({_settings(chosen['run-config'])})",
-            _percent(chosen, "final-accuracy"),
-            _percent(chosen, "sigma-acc"),
-            str(max((p["runs"] for p in points), default=0)),
-            _verdict(strategy, default, chosen),
-        ]) + " |")  # fmt: skip
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    strategy,
+                    _percent(default, "final-accuracy"),
+                    _percent(default, "sigma-acc"),
+                    "none (no point ran on every split and seed)"
+                    if chosen is None
+                    else f"{chosen['name']} ({_settings(chosen['run-config'])})",
+                    _percent(chosen, "final-accuracy"),
+                    _percent(chosen, "sigma-acc"),
+                    str(max((p["runs"] for p in points), default=0)),
+                    _verdict(strategy, default, chosen),
+                ]
+            )
+            + " |"
+        )
     margin = record.get("tie-margin", 0)
     rule = f"Rule: {record['rule']} (tie-margin {margin} accuracy points)."
     return [*rows, "", rule]

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 
 from fl_async.bench import metrics, stats
 from fl_async.bench.records import Record, comparison_grid
-from fl_async.bench.records import (  # re-exported: the protocol's amendment names it here
-    held_to_the_end as held_to_the_end,
-)
 
 POINT_DIGITS = 1
 """Accuracy differences (points) and grid-index differences are printed, and judged, to 0.1."""
@@ -41,7 +38,8 @@ class Run:
 
 def read_run(record: Record) -> Run | None:
     """The run of ``record``; None when its grid is missing or it was cut before the budget's end
-    (a run that ended by its own rule keeps its final model to the end: ``held_to_the_end``)."""
+    (a run that ended by its own rule keeps its final model to the end:
+    ``fl_async.bench.records.held_to_the_end``)."""
     grid = comparison_grid(record)
     if grid is None or not grid.complete:
         return None

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from fl_async.bench import paired
-from fl_async.bench.claims import (
+from fl_async.bench.records import Records, any_record, dirichlet_alpha
+from fl_async.bench.scenarios import BASELINE
+
+from . import paired
+from .checks import (
     CLAIMS,
     Check,
     Split,
@@ -18,8 +21,6 @@ from fl_async.bench.claims import (
     robust_to_non_iid,
     word,
 )
-from fl_async.bench.records import Records, any_record, dirichlet_alpha
-from fl_async.bench.scenarios import BASELINE
 
 FLAT = 1.0
 """The budget rule: SSGD's last grid quarter is at most this many points above its third."""

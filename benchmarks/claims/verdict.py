@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fl_async.bench import stats
-from fl_async.bench.paired import GAIN_DIGITS, POINT_DIGITS, rounded
 from fl_async.bench.records import Records, any_record, dirichlet_alpha
+from fl_async.bench.report import records_metrics, sorted_records
 from fl_async.bench.scenarios import BASELINE, STABILITY_BASELINE, preset_of
 from fl_async.bench.summary import common_seeds, stability_gain, strategy_order
 from fl_async.bench.table import estimate_text
+
+from .paired import GAIN_DIGITS, POINT_DIGITS, rounded
 
 STABILITY_CLAIM = 0.20
 """Claim 1: the σ_acc gain over the baseline (``(σ_B − σ_A) / σ_B``) must be at least this."""
@@ -221,8 +223,6 @@ def _seeds(per_run: PerRun) -> str:
 def records_per_run(records: Mapping[str, Records]) -> dict[str, Split]:
     """Each split of a records folder: its run metrics (each run against its seed's SSGD), its
     number of nodes and its Dirichlet alpha."""
-    from fl_async.bench.report import records_metrics, sorted_records
-
     found = {}
     for split, by_strategy in sorted_records(records).items():
         record = any_record(by_strategy)

@@ -1,7 +1,7 @@
 """Every paper's claims, judged on records by the claims study's rules (issue 26's protocol).
 
 Each claim is a set of checks, each a paired comparison of two runs over every seed of a split
-(``fl_async.bench.paired``: exact figures from counts of correct test examples, rounded as
+(``paired``: exact figures from counts of correct test examples, rounded as
 printed before a threshold applies). A check on a split where either run lacks a seed the split's
 SSGD has is "incomplete", never judged on fewer seeds. docs/bench.md, "The claims study", states
 every rule; the constants below are its thresholds.
@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fl_async.bench import paired
-from fl_async.bench.paired import Run
 from fl_async.bench.scenarios import BASELINE
 from fl_async.bench.table import estimate_text
+
+from . import paired
+from .paired import Run
 
 MARGIN = -1.0
 """Accuracy "not lower": the difference's interval must have its lower end at or above this."""
