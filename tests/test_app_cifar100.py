@@ -1,25 +1,22 @@
-"""CIFAR-100 with the ResNet model: the bench's suite accepts it, and ``python -m fl_async.app``
-trains on tiny files in the real format (pickled batches under ``cifar-100-python``).
+"""CIFAR-100 with the ResNet model: the bench's suite accepts it, and a ResNet's state crosses
+messages. Its run through the Flower App, on tiny files in the real format (pickled batches under
+``cifar-100-python``), is in ``test_app_study.py``.
 
 torchvision checks every CIFAR file against its md5 table whenever it opens one, in every
 process of a run (the launcher, the ServerApp, each Ray worker). The end-to-end run therefore
-gets a ``sitecustomize`` module on ``PYTHONPATH`` that points that table at the tiny files as
-soon as ``torchvision.datasets.cifar`` is imported: the check still runs, on these files.
+gets ``SITECUSTOMIZE`` as a ``sitecustomize`` module on ``PYTHONPATH``, which points that table
+at the tiny files as soon as ``torchvision.datasets.cifar`` is imported: the check still runs,
+on these files.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torchvision.datasets
-from cifar_files import fixture_checksums, make_cifar100, trust_fixture_checksums
+from cifar_files import make_cifar100, trust_fixture_checksums
 
 from fl_async.app import preflight
 from fl_async.app.config import parse_run_config
@@ -85,40 +82,6 @@ def test_the_bench_plans_cifar100_suites_the_app_accepts(tmp_path, monkeypatch):
             assert config.num_nodes == 30 and config.data.root == str(data_root.resolve())
             # What the launcher checks before each run: the 30-way split, clock and strategy.
             preflight.check_server_side(config, tmp_path / "run")
-
-
-@pytest.mark.slow
-def test_cifar100_with_resnet8_through_the_main_command(tmp_path):
-    data_root = tmp_path / "data"
-    folder, _, _ = make_cifar100(data_root, RNG, n_train=40, n_test=20)
-    site = tmp_path / "site"
-    site.mkdir()
-    table = fixture_checksums(torchvision.datasets.CIFAR100, folder)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(table=table))
-    output = tmp_path / "run"
-    run_config = (
-        f"dataset='cifar100' model='resnet8' data-root='{data_root}' output-dir='{output}' "
-        "partition.scheme='iid' max-updates=4 eval-every=2 local-steps=1 batch-size=8"
-    )
-    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    done = subprocess.run(
-        [sys.executable, "-m", "fl_async.app", "--app", str(ROOT), "--nodes", "2"]
-        + ["--actors", "1", "--run-config", run_config],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    history = json.loads((output / "history.json").read_text())
-    assert history["dataset"]["name"] == "cifar100"
-    assert history["dataset"]["num-classes"] == 100
-    assert history["dataset"]["image-shape"] == [3, 32, 32]
-    assert history["dataset"]["train-examples"] == 40 and history["dataset"]["test-examples"] == 20
-    assert history["model"]["class"] == "ResNet8"
-    assert history["num-updates"] == 4 and history["final-accuracy"] is not None
 
 
 def test_resnet8_state_crosses_messages_with_its_shapes():

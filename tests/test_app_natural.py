@@ -1,10 +1,9 @@
 """partition.scheme = 'natural' in the Flower App: the run config, the checks before a run, each
-node's partition of a tiny FEMNIST, and one run through ``python -m fl_async.app``."""
+node's partition of a tiny FEMNIST (its run through the Flower App is in test_app_study.py)."""
 
 import numpy as np
 import pytest
 from femnist_files import write_femnist
-from simapps import run_app
 
 from fl_async.app import preflight
 from fl_async.app.config import parse_run_config
@@ -76,16 +75,3 @@ def test_the_checks_before_a_run_name_what_is_wrong(hub, tmp_path):
         match="'natural' and 'partition.owner-column' = 'user': no owner column 'user' among",
     ):
         check(**femnist_config(hub, **{"partition.owner-column": "user"}))
-
-
-@pytest.mark.slow
-def test_python_m_fl_async_app_runs_femnist_split_by_writer(hub, tmp_path):
-    run_config = femnist_config(hub, **{"max-updates": 6, "eval-every": 3, "local-steps": 2})
-    history = run_app(run_config, tmp_path / "run", actors=1)
-    assert history["num-updates"] == 6 and history["faults"] == {}
-    assert history["config"]["partition.scheme"] == "natural"
-    assert history["final-accuracy"] is not None
-    assert {u["stable-id"] for u in history["updates"]} <= set(range(4))
-    labels, owners = load_labels("femnist", root=hub), load_owners("femnist", root=hub)
-    parts = natural(labels, 4, owners, 0)
-    assert history["partitions"]["sizes"] == [len(part) for part in parts]

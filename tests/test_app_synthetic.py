@@ -1,6 +1,6 @@
 """dataset = 'synthetic' in the Flower App: the run config, each node generating its own devices
-only, the server splitting by device as the nodes do, and one run through ``python -m
-fl_async.app``."""
+only, the server splitting by device as the nodes do, and a run in memory (its run through
+the Flower App is in test_app_study.py)."""
 
 import json
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, RecordDict
-from simapps import run_app
 
 from fl_async import config as schema
 from fl_async.app import preflight, results, server_run
@@ -127,18 +126,3 @@ def test_server_and_nodes_train_logreg_on_synthetic_in_memory(tmp_path):
     sizes = dict(zip(range(nodes), history["partitions"]["sizes"], strict=True))
     assert all(u["num-examples"] == sizes[u["stable-id"]] for u in history["updates"])
     assert history["final-accuracy"] is not None
-
-
-@pytest.mark.slow
-def test_python_m_fl_async_app_runs_synthetic(tmp_path):
-    run_config = synthetic_config(
-        **{"synthetic.max-samples": 200, "max-updates": 8, "eval-every": 4, "local-steps": 2}
-    )
-    history = run_app(run_config, tmp_path / "run", actors=1)
-    assert history["num-updates"] == 8 and history["faults"] == {}
-    assert history["model"]["class"] == "LogReg"
-    assert history["final-accuracy"] is not None
-    assert {u["stable-id"] for u in history["updates"]} <= set(range(4))
-    spec = Synthetic(devices=4, max_samples=200)
-    parts = natural(spec.labels(), 4, spec.owners(), 0)
-    assert history["partitions"]["sizes"] == [len(part) for part in parts]
