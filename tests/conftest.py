@@ -2,6 +2,7 @@
 fixtures shared by several test files."""
 
 import os
+import sys
 
 import pytest
 
@@ -14,6 +15,13 @@ for _key, _value in {
     "MPLBACKEND": "Agg",
 }.items():
     os.environ.setdefault(_key, _value)
+
+# Bytecode is cached here, whatever the machine says (this one sets PYTHONDONTWRITEBYTECODE):
+# a test run starts a hundred or so processes that import the package (launchers, ServerApps,
+# actors, Ray's head), and without the cache each compiled it again from source, about 0.2
+# CPU-seconds a process on two cores. The cache lands in __pycache__ folders, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)
