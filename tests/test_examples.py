@@ -40,7 +40,7 @@ def test_a_standard_pytorch_app_runs_on_gsgm_after_a_one_line_change(tmp_path, m
     assert summary["accuracy"] > 0.3  # ten classes: chance is 0.1
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=30)
 def test_strategy_comparison_prints_a_row_per_strategy(tmp_path, capsys):
     compare = _compare()
     code = compare.main(

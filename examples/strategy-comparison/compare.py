@@ -2,21 +2,24 @@
 
     python examples/strategy-comparison/compare.py --strategies ssgd,asgd,gsgm --rounds 10
 
-Each run is the main job (``python -m fl_async.app``) with another ``strategy``; everything else
-(dataset, Dirichlet split, lognormal node speeds, seed) is the same, so the differences come from
-the strategies alone. For several seeds, stability and time-to-accuracy tables, use the
-benchmark harness instead.
+Each run is the main job with another ``strategy``; everything else (dataset, Dirichlet split,
+lognormal node speeds, seed) is the same, so the differences come from the strategies alone.
+All of them run in one Flower simulation, side by side (``fl-async bench``'s study engine): the
+simulation starts once, and one run's actors train while another's server waits. For several
+seeds, stability and time-to-accuracy tables, use the benchmark harness instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import threading
 from pathlib import Path
 
-from fl_async.app.launch import main as launch
+from fl_async.bench.engines import Study
 from fl_async.strategies import PRESETS
 from fl_async.validation import InvalidArgument, check_int
 
@@ -26,33 +29,52 @@ ROOT = Path(__file__).resolve().parents[2]
 def compare(
     strategies: list[str], *, rounds: int, nodes: int, seed: int, out: Path, actors: int | None
 ) -> list[dict]:
-    """Run each strategy once (``actors`` ClientApps at once; None: the launcher's default, one
-    per core); return its summary (final accuracy, virtual time, staleness)."""
-    rows = []
-    at_once = [] if actors is None else ["--actors", str(actors)]
-    for name in strategies:
+    """Run each strategy once, all in one simulation (``actors`` ClientApps at once; None: one
+    per core); return each one's summary (final accuracy, virtual time, staleness)."""
+    study = Study(
+        out, app_dir=ROOT, actors=actors or os.cpu_count() or 1, runs_at_a_time=len(strategies)
+    )
+    codes: dict[str, int] = {}
+
+    def run(name: str) -> None:
         directory = out / name
-        code = launch(
-            [
-                "--app", str(ROOT), "--nodes", str(nodes), *at_once, "--run-config",
-                f"strategy='{name}' num-rounds={rounds} seed={seed} output-dir='{directory}'",
-            ]
-        )  # fmt: skip
-        if code != 0:
-            raise SystemExit(f"the {name} run failed (exit code {code}); see its log above")
-        history = json.loads((directory / "history.json").read_text())
-        staleness = [u["staleness"] for u in history["updates"]] or [0]
-        rows.append(
-            {
-                "strategy": name,
-                "final-accuracy": history["final-accuracy"],
-                "virtual-time": history["virtual-time"],
-                "updates": history["num-updates"],
-                "mean-staleness": statistics.fmean(staleness),
-                "max-staleness": max(staleness),
-            }
-        )
-    return rows
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {
+            "strategy": name,
+            "num-rounds": rounds,
+            "seed": seed,
+            "num-nodes": nodes,
+            "output-dir": str(directory),
+        }
+        codes[name] = study.run(config, directory, directory / "launch.log")
+        print(f"{name}: done (exit code {codes[name]}); its log: {directory / 'run.log'}")
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in strategies]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        study.close()
+    failed = [name for name in strategies if codes.get(name) != 0]
+    if failed:
+        raise SystemExit(f"the runs of {failed} failed; see their run.log under {out}")
+    return [summary(name, out / name / "history.json") for name in strategies]
+
+
+def summary(name: str, path: Path) -> dict:
+    """One run's line of the table, from its ``history.json``."""
+    history = json.loads(path.read_text())
+    staleness = [u["staleness"] for u in history["updates"]] or [0]
+    return {
+        "strategy": name,
+        "final-accuracy": history["final-accuracy"],
+        "virtual-time": history["virtual-time"],
+        "updates": history["num-updates"],
+        "mean-staleness": statistics.fmean(staleness),
+        "max-staleness": max(staleness),
+    }
 
 
 def table(rows: list[dict]) -> str:
