@@ -45,6 +45,15 @@ def test_a_negated_pattern_keeps_its_directory(tmp_path):
     assert listed == {".gitignore", "pyproject.toml", "results/keep/a.json"}
 
 
+def test_with_fab_include_only_the_fab_files_are_copied(tmp_path):
+    pyproject = "[project]\nname = 'x'\n[tool.flwr.app]\nfab-include = ['app/**/*.py']\n"
+    files = ["app/main.py", "app/sub/x.py", "app/sub/data.json", "README.md", "docs/a.md"]
+    _tree(tmp_path, {"pyproject.toml": pyproject, ".gitignore": "*.log\n", "app/run.log": ""})
+    _tree(tmp_path, dict.fromkeys([*files, "results/r.json"], ""))
+    listed = {p.as_posix() for p in app_files(tmp_path)}
+    assert listed == {"pyproject.toml", ".gitignore", "app/main.py", "app/sub/x.py"}
+
+
 def test_this_repository_packages_the_same_fab_staged_or_not():
     with staged_app(ROOT) as stage:
         assert stage.exists() and (stage / "pyproject.toml").is_file()
