@@ -28,6 +28,8 @@ OptState = dict[str, Any]
 ``t`` of steps it has taken."""
 Term = tuple[np.ndarray, float]
 """One chunk of a gradient term and the scalar it is multiplied by (1.0: added as it is)."""
+Direction = tuple[np.ndarray, float]
+"""``(x, scale)``: a step ``scale * x`` on one chunk."""
 
 
 def _zeros(params: Sequence[np.ndarray]) -> Arrays:
@@ -79,11 +81,11 @@ class SGD(ServerOptimizer):
         """One step on gradient ``g``."""
         return [lr * x for x in g], {"t": state["t"] + 1}
 
-    def direction_chunk(self, g: np.ndarray, *, lr: float) -> tuple[np.ndarray, float]:
-        """``(x, scale)`` with ``step = scale * x`` on one chunk."""
-        return g, lr
+    def direction_chunk(self, *, terms: Sequence[Term], lr: float, **_: Any) -> Direction:
+        """``(x, scale)`` with ``step = scale * x`` on one chunk: ``x`` is ``g``."""
+        return _single(terms), lr
 
-    def bound(self, bounds: dict[str, float], g: float, *, lr: float) -> float:
+    def bound(self, bounds: dict[str, float], g: float, *, lr: float, t: int = 0) -> float:
         """A bound on ``|step|`` given ``|g| <= g``."""
         return lr * g
 
@@ -115,13 +117,20 @@ class Momentum(ServerOptimizer):
             _add_term(new_m, term, tmp)
 
     def direction_chunk(
-        self, *, new_m: np.ndarray, m: np.ndarray, terms: Sequence[Term], tmp: np.ndarray, lr: float
-    ) -> tuple[np.ndarray, float]:
+        self,
+        *,
+        new: Sequence[np.ndarray],
+        old: Sequence[np.ndarray],
+        terms: Sequence[Term],
+        tmp: np.ndarray,
+        lr: float,
+        **_: Any,
+    ) -> Direction:
         """``(x, scale)`` with ``step = scale * x`` on one chunk: ``x`` is the new ``m``."""
-        self.accumulate_chunk(new_m=new_m, m=m, terms=terms, tmp=tmp)
-        return new_m, lr
+        self.accumulate_chunk(new_m=new[0], m=old[0], terms=terms, tmp=tmp)
+        return new[0], lr
 
-    def bound(self, bounds: dict[str, float], g: float, *, lr: float) -> float:
+    def bound(self, bounds: dict[str, float], g: float, *, lr: float, t: int = 0) -> float:
         """Update ``bounds["m"]`` for ``|g| <= g``; return a bound on ``|step|``."""
         bounds["m"] = self.beta * bounds["m"] + g
         return lr * bounds["m"]
@@ -153,15 +162,15 @@ class Adam(ServerOptimizer):
         *,
         new: Sequence[np.ndarray],
         old: Sequence[np.ndarray],
-        g: np.ndarray,
+        terms: Sequence[Term],
         tmp: np.ndarray,
         lr: float,
         t: int,
-    ) -> tuple[np.ndarray, float]:
+    ) -> Direction:
         """``(x, scale)`` with ``step = scale * x`` on one chunk; ``new`` and ``old`` are the
         ``(m, q)`` chunks; ``x`` is written into ``tmp``."""
         nm, nq = new
-        _moments_chunk(nm, nq, *old, g, tmp, self.beta1, self.beta2)
+        _moments_chunk(nm, nq, *old, _single(terms), tmp, self.beta1, self.beta2)
         root_c2 = math.sqrt(1.0 - self.beta2**t)
         np.sqrt(nq, out=tmp)
         np.add(tmp, self.eps * root_c2, out=tmp)
@@ -212,16 +221,16 @@ class AMSGrad(ServerOptimizer):
         *,
         new: Sequence[np.ndarray],
         old: Sequence[np.ndarray],
-        g: np.ndarray,
+        terms: Sequence[Term],
         tmp: np.ndarray,
         lr: float,
         t: int,
-    ) -> tuple[np.ndarray, float]:
+    ) -> Direction:
         """``(x, scale)`` with ``step = scale * x`` on one chunk; ``new`` and ``old`` are the
         ``(m, q, q_max)`` chunks; ``x`` is written into ``tmp``."""
         nm, nq, nv = new
         m, q, v = old
-        _moments_chunk(nm, nq, m, q, g, tmp, self.beta1, self.beta2)
+        _moments_chunk(nm, nq, m, q, _single(terms), tmp, self.beta1, self.beta2)
         np.maximum(v, nq, out=nv)
         step_size, root_c2 = self.corrections(lr, t)
         np.sqrt(nv, out=tmp)
@@ -230,6 +239,25 @@ class AMSGrad(ServerOptimizer):
         np.add(tmp, self.eps, out=tmp)
         np.divide(nm, tmp, out=tmp)
         return tmp, step_size
+
+
+def _single(terms: Sequence[Term]) -> np.ndarray:
+    """The gradient chunk of a rule that forms ``g`` before its optimizer runs."""
+    ((g, factor),) = terms
+    if factor != 1.0:
+        raise ValueError("this optimizer takes the gradient as one term with factor 1.0")
+    return g
+
+
+def descend_chunk(out: np.ndarray, w: np.ndarray, direction: Direction, tmp: np.ndarray) -> None:
+    """``out = w - scale * x`` (``out`` may be ``w``); a scale of 1.0 is skipped (``1.0 * x ==
+    x`` exactly)."""
+    x, scale = direction
+    if scale == 1.0:
+        np.subtract(w, x, out=out)
+        return
+    np.multiply(x, scale, out=tmp)
+    np.subtract(w, tmp, out=out)
 
 
 def _divide(x: np.ndarray, r: float) -> np.ndarray:

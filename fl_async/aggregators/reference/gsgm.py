@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fl_async.aggregators.gsgm import implicit_momentum_beta
 from fl_async.aggregators.optimizers import SGD, Adam, Momentum
 from fl_async.aggregators.reference import CONSTANT, State, copy, weight_of, zeros
 from fl_async.aggregators.staleness import StalenessFn
@@ -36,14 +37,6 @@ def init(params: Sequence[np.ndarray]) -> State:
     w = copy(params)
     state = {"w": w, "S": zeros(w), "G": {}, "u": zeros(w), "c": zeros(w), "j": 0}
     return {**state, "tau_sum": 0.0, "tau_count": 0, "m": zeros(w), "q": zeros(w), "t": 0}
-
-
-def implicit_momentum_beta(momentum: float, staleness_sum: float, count: int) -> float:
-    """``beta_t = max(0, beta - mu_t)``, ``mu_t = tau_bar / (1 + tau_bar)``, ``tau_bar`` the mean
-    staleness of the ``count`` updates applied so far (this one included): the momentum that
-    asynchrony implies (Mitliagkas et al. 2016) taken off the explicit one."""
-    tau_bar = staleness_sum / count
-    return max(0.0, momentum - tau_bar / (1.0 + tau_bar))
 
 
 def cache_update(state: State, node: int, delta: Arrays) -> tuple[Arrays, dict]:
