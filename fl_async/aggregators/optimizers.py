@@ -1,5 +1,5 @@
 """Server optimizers: how a rule turns the gradient it formed into a step (docs/algorithms.md,
-Server optimizers).
+References and the shared server optimizers).
 
 A rule forms a gradient ``g`` (GSGM its scheduled, partly averaged gradient, Trend-Smooth
 ``s(tau) delta``, FedBuff and FADAS the mean of their buffer) and steps ``w <- w - step``. The

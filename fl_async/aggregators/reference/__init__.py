@@ -10,8 +10,8 @@ for the plain rule, float32 to compare with a kernel bit for bit), never change 
 are given, and leave validation to the aggregator: they see only updates it accepts. The server
 optimizers they step with are the shared ones (``fl_async.aggregators.optimizers``).
 
-``tests/test_rule_references.py`` feeds each rule and its reference the same random updates
-(hypothesis), on every branch of the kernel.
+The tests feed each rule and its reference the same random updates (hypothesis), on every branch
+of the kernel (docs/algorithms.md, References and the shared server optimizers).
 """
 
 from typing import Any
