@@ -104,9 +104,13 @@ def query_message(node_id: int, *, ttl: float) -> Message:
 
 
 def evaluate_message(
-    node_id: int, keys: Sequence[str], model: Sequence[np.ndarray], config: Mapping[str, object],
-    *, ttl: float,
-) -> Message:  # fmt: skip
+    node_id: int,
+    keys: Sequence[str],
+    model: Sequence[np.ndarray],
+    config: Mapping[str, object],
+    *,
+    ttl: float,
+) -> Message:
     """Federated evaluation of ``model`` on one node."""
     content = RecordDict(
         {ARRAYS_KEY: to_record(keys, model), CONFIG_KEY: ConfigRecord(dict(config))}

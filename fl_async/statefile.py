@@ -127,10 +127,12 @@ def _encode(value: Any, arrays: list[np.ndarray], where: str, depth: int) -> Any
         return items if type(value) is list else {_TAG + "tuple": items}
     if type(value) is dict:
         pairs = [
-            [_encode(k, arrays, f"{where} key {k!r}", depth + 1),
-             _encode(v, arrays, f"{where}[{k!r}]", depth + 1)]
+            [
+                _encode(k, arrays, f"{where} key {k!r}", depth + 1),
+                _encode(v, arrays, f"{where}[{k!r}]", depth + 1),
+            ]
             for k, v in value.items()
-        ]  # fmt: skip
+        ]
         return {_TAG + "dict": pairs}
     raise TypeError(
         f"{where}: a {type(value).__qualname__} cannot go into a state file (allowed: None, bool, "

@@ -4,6 +4,7 @@ is never rejected as non-finite, however large (only a step that really overflow
 import numpy as np
 import pytest
 from exact import assert_same
+from reference_calls import dcasgd_reference, gsgm_reference
 
 from fl_async.aggregators import (
     AGGREGATORS,
@@ -16,8 +17,6 @@ from fl_async.aggregators import (
     Outcome,
     TrendSmooth,
 )
-from fl_async.aggregators.dcasgd import dcasgd_reference
-from fl_async.aggregators.gsgm import gsgm_reference
 from fl_async.aggregators.kernels import squared_norm
 
 SHAPES = ((4, 3), (5,))

@@ -14,11 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from reference_calls import dcasgd_reference, gsgm_reference, trend_smooth_reference
 
 from fl_async.aggregators import DCASGD, GSGM, Aggregator, ClientUpdate, TrendSmooth, kernels
-from fl_async.aggregators.dcasgd import dcasgd_reference
-from fl_async.aggregators.gsgm import gsgm_reference
-from fl_async.aggregators.trend_smooth import trend_smooth_reference
 
 SHAPES = ((3, 4), (5,), ())
 

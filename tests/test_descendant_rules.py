@@ -4,11 +4,10 @@ branch; their relation to GSGM and FedBuff; ``forget``; the shared gradient cach
 import numpy as np
 import pytest
 from exact import assert_same
+from reference_calls import ca2fl_reference, fadas_reference, mifa_reference
 
 from fl_async.aggregators import CA2FL, FADAS, GSGM, MIFA, ClientUpdate, FedBuff, kernels
-from fl_async.aggregators.ca2fl import ca2fl_reference
-from fl_async.aggregators.fadas import delay_adaptive_lr, fadas_reference
-from fl_async.aggregators.mifa import mifa_reference
+from fl_async.aggregators.fadas import delay_adaptive_lr
 from fl_async.validation import InvalidArgument
 
 SHAPES = ((3, 4), (5,), ())

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from exact import assert_same
 from gsgm_variants import COMMON, SHAPES, _params, feed, stream
+from reference_calls import gsgm_reference, gsgm_variant_reference
 
 from fl_async.aggregators import APPLIED, GSGM, HELD, STEPPED, kernels
-from fl_async.aggregators.gsgm import gsgm_reference, gsgm_variant_reference
 
 VARIANTS = {
     "update": {},

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from exact import assert_same
 from gsgm_variants import COMMON, SHAPES, _params, feed, stream
+from reference_calls import gsgm_reference
 
 from fl_async.aggregators import APPLIED, GSGM, HELD, STEPPED, ClientUpdate, TrendSmooth
-from fl_async.aggregators.gsgm import gsgm_reference, implicit_momentum_beta
+from fl_async.aggregators.gsgm import implicit_momentum_beta
 
 
 # ------------------------------------------------------------------- server optimizer, momentum

@@ -3,8 +3,9 @@ Chen, ICLR 2024; docs/algorithms.md, CA2FL).
 
 FedBuff's buffer, each update calibrated by its node's cached one: the buffer sums
 ``delta - G0[k]`` and the step adds back ``h = S / n``, the average cached update frozen when the
-buffer began. ``ca2fl_reference`` states the rule in plain numpy; ``CA2FL`` runs each update as
-one fused chunk kernel into scratch, checked and then published (as FedBuff does).
+buffer began. ``fl_async.aggregators.reference.ca2fl`` states the rule in plain numpy; ``CA2FL``
+runs each update as one fused chunk kernel into scratch, checked and then published (as FedBuff
+does).
 """
 
 from __future__ import annotations
@@ -26,37 +27,6 @@ CALIBRATION = "h"
 """The average cached update frozen at the start of the buffer, among the accumulators."""
 BUFFER = "B"
 """The buffer of calibrated updates."""
-
-
-def ca2fl_reference(
-    state: dict[str, Any],
-    node: int,
-    delta: Arrays,
-    *,
-    lr: float,
-    buffer_size: int,
-    num_nodes: int | None = None,
-) -> dict[str, Any]:
-    """One CA2FL update from node ``node`` in plain numpy (``CA2FL``'s kernel equals it bit for
-    bit). ``state`` holds ``w``, ``S``, ``h``, ``B`` (lists of float32 arrays), ``G`` (node id ->
-    its cached update), ``G0`` (node id -> its cache when it first arrived in this buffer, None
-    for zero) and ``m`` (updates in the buffer); the new state is returned."""
-    zeros = [np.zeros_like(d) for d in delta]
-    cached = state["G"].get(node, zeros)
-    start = state["G0"].get(node, cached)  # G0[k]: recorded at the node's first arrival
-    G0 = {**state["G0"], node: start}
-    B = [b + d - g0 for b, d, g0 in zip(state["B"], delta, start, strict=True)]
-    S = [s - g + d for s, g, d in zip(state["S"], cached, delta, strict=True)]
-    G = {**state["G"], node: [d.copy() for d in delta]}
-    new = {**state, "S": S, "G": G, "G0": G0, "B": B, "m": state["m"] + 1}
-    if new["m"] < buffer_size:
-        return new
-    n = len(G) if num_nodes is None else max(num_nodes, len(G))
-    new["w"] = [
-        w - lr * (h + b / buffer_size) for w, h, b in zip(state["w"], state["h"], B, strict=True)
-    ]
-    new["h"] = [s / n for s in S]
-    return {**new, "B": [np.zeros_like(b) for b in B], "G0": {}, "m": 0}
 
 
 class CA2FL(CachedAggregator):
@@ -82,8 +52,12 @@ class CA2FL(CachedAggregator):
         cache_dir: str | os.PathLike[str] | None = None,
         max_staleness: int | None = None,
     ) -> None:
-        super().__init__(cache_memory=cache_memory, cache_dir=cache_dir, staleness=None,
-                         max_staleness=max_staleness)  # fmt: skip
+        super().__init__(
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
+            staleness=None,
+            max_staleness=max_staleness,
+        )
         self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
         self.lr = check_number("lr", lr, minimum=0)
         self.num_nodes = check_int("num_nodes", num_nodes, minimum=1, allow_none=True)

@@ -246,8 +246,9 @@ class _RowFile:
                 "cache_memory",
             ) from error
         # Views handed out before stay valid: the old mapping is of the same file, never shrunk.
-        self._map = np.memmap(self._file, dtype=np.float32, mode="r+",
-                              shape=(capacity, self._row_size))  # fmt: skip
+        self._map = np.memmap(
+            self._file, dtype=np.float32, mode="r+", shape=(capacity, self._row_size)
+        )
         self._table = self._map.view(np.ndarray)
         for row in range(self._capacity, capacity):
             heapq.heappush(self._free, row)

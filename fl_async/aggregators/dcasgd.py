@@ -15,38 +15,6 @@ from fl_async.aggregators.updates import ClientUpdate, norm_bound
 from fl_async.validation import InvalidArgument, check_number
 
 
-def dcasgd_reference(
-    state: dict[str, Arrays],
-    delta: Arrays,
-    base: Arrays,
-    weight: float,
-    *,
-    lr: float,
-    lam: float,
-    adaptive: bool = False,
-    lam0: float = 2.0,
-    ms_decay: float = 0.95,
-) -> dict[str, Arrays]:
-    """One DC-ASGD update as docs/algorithms.md (DC-ASGD) writes it: the readable rule that
-    ``DCASGD``'s fast kernel is tested against, bit for bit (same float32 operations in the same
-    order). ``state`` holds ``w`` (and ``M`` when ``adaptive``), lists of float32 arrays; the
-    new state is returned."""
-    new: dict[str, Arrays] = {}
-    if adaptive:  # M <- m M + (1 - m) delta^2; lam_t = lam0 / sqrt(M + 1e-7)
-        new["M"] = [
-            ms_decay * m + (1 - ms_decay) * (d * d) for m, d in zip(state["M"], delta, strict=True)
-        ]
-        lams = [lam0 / np.sqrt(m + 1e-7) for m in new["M"]]
-    else:
-        lams = [lam] * len(delta)
-    # w <- w - lr s(tau) (delta + lam delta delta (w - w_b)), the product taken from the right
-    new["w"] = [
-        w - lr * weight * (d + (w - b) * d * d * lam_k)
-        for w, b, d, lam_k in zip(state["w"], base, delta, lams, strict=True)
-    ]
-    return new
-
-
 class DCASGD(Aggregator):
     """``w <- w - lr * s(tau) * (delta + lam * delta * delta * (w - w_b))``, per coordinate.
 
@@ -56,7 +24,7 @@ class DCASGD(Aggregator):
     ``lam`` acts on the pseudo-gradient, which is about (local lr x local steps) times a
     gradient: the paper's ``lambda_grad`` corresponds to ``lam = lambda_grad / (local lr x local
     steps)``. The adaptive variant is scale-consistent and needs no such conversion.
-    ``dcasgd_reference`` states the same rule without the fast machinery.
+    ``fl_async.aggregators.reference.dcasgd`` states the same rule without the fast machinery.
     """
 
     name = "DCASGD"

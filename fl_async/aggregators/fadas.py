@@ -4,12 +4,12 @@ docs/algorithms.md, FADAS).
 A buffer of ``M`` updates; at each step AMSGrad on their mean, with a rate cut by the largest
 staleness in the buffer (the delay-adaptive rate). ``fadas_reference`` states the rule in plain
 numpy; ``FADAS`` runs each update as one fused chunk kernel into scratch, checked and then
-published (as FedBuff does).
+published (as FedBuff does). AMSGrad is the shared server optimizer
+(``fl_async.aggregators.optimizers``); ``fl_async.aggregators.reference.fadas`` is the plain rule.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
 from fl_async.aggregators.kernels import Arrays, probe
+from fl_async.aggregators.optimizers import AMSGrad, descend_chunk
 from fl_async.aggregators.updates import ClientUpdate
 from fl_async.validation import check_bool, check_choice, check_int, check_number
 
@@ -32,51 +33,6 @@ def delay_adaptive_lr(lr: float, tau_max: int, *, tau_c: int, delay_rule: str) -
     return lr / tau_max if delay_rule == "inverse" else min(lr, 1.0 / tau_max)
 
 
-def fadas_reference(
-    state: dict[str, Any],
-    delta: Arrays,
-    staleness: int,
-    *,
-    lr: float,
-    buffer_size: int,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    tau_c: int,
-    delay_rule: str,
-    bias_correction: bool,
-) -> dict[str, Any]:
-    """One FADAS update in plain numpy (``FADAS``'s kernel equals it bit for bit). ``state``
-    holds ``w``, ``B``, ``m``, ``q``, ``q_max`` (lists of float32 arrays), ``c`` (updates in the
-    buffer), ``tau_max`` and ``t`` (steps taken); the new state is returned."""
-    B = [b + d for b, d in zip(state["B"], delta, strict=True)]
-    new = {**state, "B": B, "c": state["c"] + 1, "tau_max": max(state["tau_max"], staleness)}
-    if new["c"] < buffer_size:
-        return new
-    t = state["t"] + 1
-    g = [b / buffer_size for b in B]
-    m = [beta1 * m + (1 - beta1) * x for m, x in zip(state["m"], g, strict=True)]
-    q = [beta2 * q + (1 - beta2) * (x * x) for q, x in zip(state["q"], g, strict=True)]
-    q_max = [np.maximum(a, b) for a, b in zip(state["q_max"], q, strict=True)]
-    step, root_c2 = _step_size(lr, new["tau_max"], t, tau_c, delay_rule, beta1, beta2,
-                               bias_correction)  # fmt: skip
-    w = [
-        w - step * (m_k / (np.sqrt(v) / root_c2 + eps))
-        for w, m_k, v in zip(state["w"], m, q_max, strict=True)
-    ]
-    zeros = [np.zeros_like(b) for b in B]
-    return {"w": w, "B": zeros, "m": m, "q": q, "q_max": q_max, "c": 0, "tau_max": 0, "t": t}
-
-
-def _step_size(lr, tau_max, t, tau_c, delay_rule, beta1, beta2, bias_correction):
-    """``(lr_t / c1, sqrt(c2))`` with ``c = 1 - beta^t`` under ``bias_correction``, else
-    ``(lr_t, 1)``."""
-    lr_t = delay_adaptive_lr(lr, tau_max, tau_c=tau_c, delay_rule=delay_rule)
-    if not bias_correction:
-        return lr_t, 1.0
-    return lr_t / (1.0 - beta1**t), math.sqrt(1.0 - beta2**t)
-
-
 class FADAS(Aggregator):
     """Buffered AMSGrad with a delay-adaptive rate.
 
@@ -85,7 +41,8 @@ class FADAS(Aggregator):
     (1 - beta2) g g``; ``q_max <- max(q_max, q)``; ``w <- w - lr_t m / (sqrt(q_max) + eps)``
     with ``lr_t = delay_adaptive_lr(...)``; then ``B``, ``c`` and ``tau_max`` restart.
     ``bias_correction=True`` divides ``lr_t`` by ``1 - beta1^t`` and ``sqrt(q_max)`` by
-    ``sqrt(1 - beta2^t)`` (as the authors' code). No staleness weight.
+    ``sqrt(1 - beta2^t)`` (as the authors' code). No staleness weight. The AMSGrad step is the
+    shared ``optimizers.AMSGrad``.
     """
 
     name = "FADAS"
@@ -112,6 +69,10 @@ class FADAS(Aggregator):
         self.tau_c = check_int("tau_c", tau_c, minimum=0)
         self.delay_rule = check_choice("delay_rule", delay_rule, DELAY_RULES)
         self.bias_correction = check_bool("bias_correction", bias_correction)
+        self.optimizer = AMSGrad(
+            beta1=self.beta1, beta2=self.beta2, eps=self.eps, bias_correction=self.bias_correction
+        )
+        """The server optimizer of every step."""
 
     @property
     def count(self) -> int:
@@ -145,9 +106,8 @@ class FADAS(Aggregator):
             self._count, self._tau_max = self._count + 1, tau_max
             return HELD
         t = self._t + 1
-        step, root_c2 = _step_size(self.lr, tau_max, t, self.tau_c, self.delay_rule, self.beta1,
-                                   self.beta2, self.bias_correction)  # fmt: skip
-        kernel = _step_kernel(self.buffer_size, self.beta1, self.beta2, self.eps, step, root_c2)
+        lr_t = delay_adaptive_lr(self.lr, tau_max, tau_c=self.tau_c, delay_rule=self.delay_rule)
+        kernel = _step_kernel(self.optimizer, buffer_size=self.buffer_size, lr=lr_t, t=t)
         names = ["B", "m", "q", "q_max", MODEL]
         self._advance(kernel, names, [delta], delta=delta, base=base, scratch=1)
         for b in self._acc["B"]:  # B / M was published as B: the buffer starts empty
@@ -181,28 +141,17 @@ def _add(nb, b, d) -> float:
 
 
 def _step_kernel(
-    buffer_size: int, beta1: float, beta2: float, eps: float, step: float, root_c2: float
+    optimizer: AMSGrad, *, buffer_size: int, lr: float, t: int
 ) -> Callable[..., float]:
     """The last update of a buffer, and AMSGrad's step with ``B / M``, on one chunk."""
 
     def kernel(ng, b, nm, m, nq, q, nv, v, out, w, d, tmp) -> float:
         np.add(b, d, out=ng)
         np.divide(ng, buffer_size, out=ng)  # g = B / M
-        np.multiply(m, beta1, out=nm)
-        np.multiply(ng, 1.0 - beta1, out=tmp)
-        np.add(nm, tmp, out=nm)  # m = beta1 m + (1 - beta1) g
-        np.multiply(ng, ng, out=tmp)
-        np.multiply(tmp, 1.0 - beta2, out=tmp)
-        np.multiply(q, beta2, out=nq)
-        np.add(nq, tmp, out=nq)  # q = beta2 q + (1 - beta2) g g
-        np.maximum(v, nq, out=nv)  # q_max = max(q_max, q)
-        np.sqrt(nv, out=tmp)
-        if root_c2 != 1.0:
-            np.divide(tmp, root_c2, out=tmp)
-        np.add(tmp, eps, out=tmp)
-        np.divide(nm, tmp, out=tmp)
-        np.multiply(tmp, step, out=tmp)
-        np.subtract(w, tmp, out=out)  # w - lr_t m / (sqrt(q_max) + eps)
+        x = optimizer.direction_chunk(
+            new=(nm, nq, nv), old=(m, q, v), terms=((ng, 1.0),), tmp=tmp, lr=lr, t=t
+        )
+        descend_chunk(out, w, x, tmp)  # w - lr_t m / (sqrt(q_max) + eps)
         # q_max reaches w through a division that hides Inf: probe every output
         return probe(ng) + probe(nm) + probe(nq) + probe(nv) + probe(out)
 

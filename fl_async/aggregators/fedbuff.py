@@ -9,6 +9,7 @@ import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
 from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.optimizers import Momentum
 from fl_async.aggregators.robust import MEAN, TRIM, check_combine, combine_chunk
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
 from fl_async.aggregators.updates import ClientUpdate, Rejected
@@ -46,6 +47,8 @@ class FedBuff(Aggregator):
         self.server_momentum = check_number(
             "server_momentum", server_momentum, minimum=0, maximum=1, max_open=True
         )
+        self.optimizer = Momentum(beta=self.server_momentum)
+        """The server momentum (the shared one), when ``server_momentum > 0``."""
 
     @property
     def count(self) -> int:
@@ -104,10 +107,11 @@ class FedBuff(Aggregator):
             np.add(b, nb, out=nb)
             np.divide(nb, self.buffer_size, out=nb)  # B / K
             step = nb
-            if mom:
-                step, m = mom
-                np.multiply(m, self.server_momentum, out=step)
-                np.add(step, nb, out=step)  # m = beta * m + B / K
+            if mom:  # m = beta * m + B / K
+                new_m, m = mom
+                terms = ((nb, 1.0),)
+                self.optimizer.accumulate_chunk(new_m=new_m, m=m, terms=terms, tmp=new_m)
+                step = new_m
             subtract_scaled(out, w, self.lr, step)  # w - lr * m
             return probe(out)  # B and m reach w through finite factors
 
@@ -122,15 +126,15 @@ class FedBuff(Aggregator):
         if len(self._items) < self.buffer_size:
             self._count = len(self._items)
             return HELD
-        combine, trim, beta = self.combine, self.trim, self.server_momentum
+        combine, trim, momentum = self.combine, self.trim, self.optimizer
 
         def combine_and_step(out, w, *rest) -> float:
             *rest, c = rest  # c: the combined chunk
             if "m" in self._acc:
                 nm, m, *items = rest
                 combine_chunk(c, items, combine, trim)
-                np.multiply(m, beta, out=nm)
-                np.add(nm, c, out=nm)  # m = beta * m + combined
+                # m = beta * m + combined
+                momentum.accumulate_chunk(new_m=nm, m=m, terms=((c, 1.0),), tmp=nm)
                 c = nm
             else:
                 combine_chunk(c, rest, combine, trim)

@@ -7,7 +7,8 @@ that keeps every node's update frequency even, is the dispatch policy
 ``fl_async.scheduling.WhiteList`` (``schedule="block"``), or the aggregator's own per-node
 buffers (``schedule="buffer"``, ``gsgm_buffer.Turns``). The variants (``server_optimizer``,
 ``momentum_rule``, ``schedule``) are stated in the same section; the defaults are the rule above
-them, unchanged. The plain rule is ``gsgm_reference``; the fused kernels are in ``gsgm_kernels``.
+them, unchanged. The plain rule is ``fl_async.aggregators.reference.gsgm``; the fused kernels
+are in ``gsgm_kernels``, the server optimizers the shared ones (``optimizers``).
 """
 
 from __future__ import annotations
@@ -18,18 +19,14 @@ from typing import Any
 from fl_async.aggregators.base import APPLIED, HELD, MODEL, STEPPED, Status
 from fl_async.aggregators.cached import SUM, CachedAggregator
 from fl_async.aggregators.gsgm_buffer import Turns
-from fl_async.aggregators.gsgm_kernels import Kernel, momentum_kernel, variant_kernel
-from fl_async.aggregators.gsgm_reference import (
-    gsgm_reference,
-    gsgm_variant_reference,
-    implicit_momentum_beta,
-)
+from fl_async.aggregators.gsgm_kernels import Kernel, Step, momentum_kernel, variant_kernel
 from fl_async.aggregators.kernels import Arrays, max_abs, within_limit
+from fl_async.aggregators.optimizers import SGD, Adam, Momentum, ServerOptimizer
 from fl_async.aggregators.staleness import StalenessFn
 from fl_async.aggregators.updates import ClientUpdate, Rejected, norm_bound
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
 
-__all__ = ["GSGM", "gsgm_reference", "gsgm_variant_reference", "implicit_momentum_beta"]
+__all__ = ["GSGM", "implicit_momentum_beta"]
 
 SERVER_OPTIMIZERS = ("sgd", "momentum", "adam")
 """What is applied to the scheduled, partly averaged gradient ``g``."""
@@ -39,15 +36,24 @@ SCHEDULES = ("block", "buffer")
 """Where the white list acts: at dispatch (``block``) or when updates are applied (``buffer``)."""
 
 
+def implicit_momentum_beta(momentum: float, staleness_sum: float, count: int) -> float:
+    """``beta_t = max(0, beta - mu_t)``, ``mu_t = tau_bar / (1 + tau_bar)``, ``tau_bar`` the mean
+    staleness of the ``count`` updates applied so far (this one included): the momentum that
+    asynchrony implies (Mitliagkas et al. 2016) taken off the explicit one."""
+    tau_bar = staleness_sum / count
+    return max(0.0, momentum - tau_bar / (1.0 + tau_bar))
+
+
 class GSGM(CachedAggregator):
     """Partly averaged cached gradients with global momentum.
 
     On an update from node ``k``: ``S <- S - G[k] + delta``; ``G[k] <- delta``;
     ``g = (1 - rho) * delta + rho * S / n`` (``n`` nodes cached); ``u <- beta * u + s(tau) * g``;
     ``w <- w - lr * u``. The running sum ``S`` makes each update O(model size) for any number
-    of nodes. ``gsgm_reference`` states the same rule without the fast machinery.
+    of nodes. ``fl_async.aggregators.reference.gsgm`` states the same rule without the fast
+    machinery.
 
-    Variants (docs/algorithms.md, GSGM; ``gsgm_variant_reference``): ``server_optimizer``
+    Variants (docs/algorithms.md, GSGM): ``server_optimizer``
     ``"sgd"`` (``w <- w - lr * s(tau) g``) or ``"adam"`` (Trend-Smooth's Adam on ``s(tau) g``);
     ``momentum_rule`` ``"cycle"`` (FedAvgM's server momentum once per cycle of ``n`` updates) or
     ``"implicit"`` (``beta_t = max(0, beta - tau_bar / (1 + tau_bar))``); ``schedule="buffer"``
@@ -79,8 +85,12 @@ class GSGM(CachedAggregator):
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
     ) -> None:
-        super().__init__(cache_memory=cache_memory, cache_dir=cache_dir, staleness=staleness,
-                         max_staleness=max_staleness)  # fmt: skip
+        super().__init__(
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
+            staleness=staleness,
+            max_staleness=max_staleness,
+        )
         self.lr = check_number("lr", lr, minimum=0)
         self.momentum = check_number("momentum", momentum, minimum=0, maximum=1, max_open=True)
         self.average_weight = check_number("average_weight", average_weight, minimum=0, maximum=1)
@@ -101,6 +111,16 @@ class GSGM(CachedAggregator):
         """``schedule="buffer"``'s bound (with ``"block"`` the dispatch policy holds it)."""
         self._turns = Turns(slack=self.slack, num_nodes=None)
         self.num_nodes = num_nodes
+        self.optimizer = self._server_optimizer()
+        """What steps on ``g`` at every update (``cycle``: SGD, its momentum at the close)."""
+
+    def _server_optimizer(self) -> ServerOptimizer:
+        """The shared optimizer that ``server_optimizer`` and ``momentum_rule`` name."""
+        if self.server_optimizer == "adam":
+            return Adam(beta1=self.beta1, beta2=self.beta2, eps=self.eps)
+        if self.server_optimizer == "sgd" or self.momentum_rule == "cycle":
+            return SGD()
+        return Momentum(beta=self.momentum)
 
     @property
     def num_nodes(self) -> int | None:
@@ -153,7 +173,7 @@ class GSGM(CachedAggregator):
             return ()
         if self.server_optimizer == "adam":
             return ("m", "q")
-        return ("c", "u") if self.momentum_rule == "cycle" else ("u",)
+        return ("c", "m") if self.momentum_rule == "cycle" else ("m",)
 
     def _init_state(self) -> None:
         self._reset_cache()
@@ -215,12 +235,12 @@ class GSGM(CachedAggregator):
         if self.momentum_rule == "implicit":
             beta = implicit_momentum_beta(self.momentum, self._staleness_sum + staleness, count)
         close = self.momentum_rule == "cycle" and self._cycle_count + 1 >= n
-        t = self._t + 1
+        step = Step(weight=weight, n=n, beta=beta, t=self._t + 1, close=close)
         # In place when the bounds prove the step finite; else into scratch, checked, published.
-        in_place = norm is not None and self._fits(node, norm, weight, n, beta, t, close)
+        in_place = norm is not None and self._fits(node, norm, step)
         target = self._target(node, in_place)
         inputs = [delta, target, *([] if cached is None else [cached])]
-        names, kernel, scratch = self._plan(weight, n, beta, t, close, in_place)
+        names, kernel, scratch = self._plan(step, in_place=in_place)
         self._advance(
             kernel, names, inputs, in_place=in_place, delta=delta, base=base, scratch=scratch
         )
@@ -231,56 +251,51 @@ class GSGM(CachedAggregator):
             self._staleness_sum += staleness
             self._staleness_count = count
         if self.server_optimizer == "adam":
-            self._t = t
+            self._t = step.t
         if self.momentum_rule == "cycle":
             self._cycle_count = 0 if close else self._cycle_count + 1
 
-    def _plan(
-        self, weight: float, n: int, beta: float, t: int, close: bool, in_place: bool
-    ) -> tuple[tuple[str, ...], Kernel, int]:
+    def _plan(self, step: Step, *, in_place: bool) -> tuple[tuple[str, ...], Kernel, int]:
         """The state a step writes, its kernel, and its number of scratch chunks."""
         names = (SUM, *self._accumulators(), MODEL)
         rho, lr, probes = self.average_weight, self.lr, not in_place
         if self.server_optimizer == "momentum" and self.momentum_rule != "cycle":
-            kernel = momentum_kernel(lr=lr, rho=rho, weight=weight, n=n, beta=beta, probes=probes)
-            return names, kernel, 1
-        # cycle: u is touched only when the cycle closes
-        names = names if close or self.momentum_rule != "cycle" else (SUM, "c", MODEL)
+            return names, momentum_kernel(lr=lr, rho=rho, step=step, probes=probes), 1
+        cycle = None
+        if self.momentum_rule == "cycle":  # u is touched only when the cycle closes
+            names = names if step.close else (SUM, "c", MODEL)
+            cycle = Momentum(beta=self.momentum)
         kernel = variant_kernel(
-            optimizer=self.server_optimizer, lr=lr, rho=rho, weight=weight, n=n,
-            beta=self.momentum, adam=(self.beta1, self.beta2, self.eps, t), close=close,
-            pairs=len(names) - 2, probes=probes,
-        )  # fmt: skip
+            optimizer=self.optimizer,
+            lr=lr,
+            rho=rho,
+            step=step,
+            cycle=cycle,
+            pairs=len(names) - 2,
+            probes=probes,
+        )
         return names, kernel, 2
 
-    def _fits(
-        self, node_id: int, norm: float, weight: float, n: int, beta: float, t: int, close: bool
-    ) -> bool:
+    def _fits(self, node_id: int, norm: float, step: Step) -> bool:
         """Whether the update provably keeps every array below ``IN_PLACE_LIMIT``; if so, record
         the new bounds (``norm`` bounds ``|delta|``, each cache's norm bounds ``|G[k]|``)."""
         b = self._bounds
         s = b["S"] + self._cache_bounds.get(node_id, 0.0) + norm
         rho = self.average_weight
-        g = weight * ((1.0 - rho) * norm + rho * s / n)
-        new = {"S": s}
-        if self.server_optimizer == "sgd":
-            new["w"] = b["w"] + self.lr * g
-        elif self.server_optimizer == "adam":
-            new["m"] = self.beta1 * b["m"] + (1.0 - self.beta1) * g
-            new["q"] = self.beta2 * b["q"] + (1.0 - self.beta2) * g * g
-            # the denominator sqrt(q) + eps * sqrt(c2) is at least eps * sqrt(c2)
-            new["w"] = b["w"] + self.lr * new["m"] / ((1.0 - self.beta1**t) * self.eps)
-        elif self.momentum_rule == "cycle":
+        g = step.weight * ((1.0 - rho) * norm + rho * s / step.n)
+        new = {**b, "S": s}
+        if self.momentum_rule == "cycle":
             new["c"] = b["c"] + g
-            new["u"] = b["u"]
             new["w"] = b["w"] + self.lr * g
-            if close:
-                new["w"] += self.lr * beta * b["u"]
-                new["u"] = beta * b["u"] + new["c"]
+            if step.close:
+                new["w"] += self.lr * step.beta * b["m"]
+                new["m"] = step.beta * b["m"] + new["c"]
                 new["c"] = 0.0
         else:
-            new["u"] = beta * b["u"] + g
-            new["w"] = b["w"] + self.lr * new["u"]
+            optimizer = self.optimizer
+            if self.server_optimizer == "momentum":  # implicit: this update's beta_t
+                optimizer = Momentum(beta=step.beta)
+            new["w"] = b["w"] + optimizer.bound(new, g, lr=self.lr, t=step.t)
         if not within_limit(new):
             return False
         self._bounds = new
@@ -299,7 +314,7 @@ class GSGM(CachedAggregator):
         acc = self._acc
         state: dict[str, Any] = {
             **self._cache_state(),
-            "velocity": self._copy_arrays(acc["u"]) if "u" in acc else None,
+            "velocity": self._copy_arrays(acc["m"]) if self._has_velocity() else None,
         }
         if self.server_optimizer == "adam":
             state.update(m=self._copy_arrays(acc["m"]), q=self._copy_arrays(acc["q"]), t=self._t)
@@ -326,7 +341,7 @@ class GSGM(CachedAggregator):
             )
         self._init_counters()
         self._load_cache_state(state)
-        stored = {"u": "velocity", "m": "m", "q": "q", "c": "cycle_sum"}
+        stored = {"m": "velocity" if self._has_velocity() else "m", "q": "q", "c": "cycle_sum"}
         for name in self._accumulators():
             self._acc[name] = self._copy_arrays(state[stored[name]])
         if self.server_optimizer == "adam":
@@ -339,6 +354,10 @@ class GSGM(CachedAggregator):
         if self.schedule == "buffer":
             self._turns.load_state_dict(state)
         self._measure_bounds()
+
+    def _has_velocity(self) -> bool:
+        """Whether ``m`` is the momentum's velocity (saved as ``velocity``), not Adam's ``m``."""
+        return self.server_optimizer == "momentum"
 
     def _init_counters(self) -> None:
         """The rule's counters at their start."""

@@ -114,18 +114,27 @@ class Turns:
             "counts": dict(self.counts),
             "known": sorted(self.known),
             "waiting": {
-                k: {"total": [t.copy() for t in h.total], "count": h.count, "weight": h.weight,
-                    "staleness": h.staleness}
+                k: {
+                    "total": [t.copy() for t in h.total],
+                    "count": h.count,
+                    "weight": h.weight,
+                    "staleness": h.staleness,
+                }
                 for k, h in self.waiting.items()
             },
-        }  # fmt: skip
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` (bounds are measured by the caller)."""
         self.counts = {int(k): int(c) for k, c in state["counts"].items()}
         self.known = {int(k) for k in state["known"]}
         self.waiting = {
-            int(k): Waiting([np.array(t, dtype=np.float32, copy=True) for t in h["total"]],
-                            int(h["count"]), float(h["weight"]), int(h["staleness"]), 0.0)
+            int(k): Waiting(
+                [np.array(t, dtype=np.float32, copy=True) for t in h["total"]],
+                int(h["count"]),
+                float(h["weight"]),
+                int(h["staleness"]),
+                0.0,
+            )
             for k, h in state["waiting"].items()
-        }  # fmt: skip
+        }

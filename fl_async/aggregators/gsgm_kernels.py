@@ -1,22 +1,44 @@
-"""GSGM's fused chunk kernels (docs/algorithms.md, GSGM): ``gsgm_reference`` and
-``gsgm_variant_reference`` state the same rules in plain numpy, and the tests hold them equal.
+"""GSGM's fused chunk kernels (docs/algorithms.md, GSGM): ``fl_async.aggregators.reference.gsgm``
+states the same rules in plain numpy, and the tests hold them equal.
 
 A kernel gets one chunk of every array: (new, old) pairs of the state, then the model pair, the
 delta, the slot of the new ``G[k]``, the cached ``G[k]`` (for a node seen before) and scratch
 chunks. Outputs may be the inputs themselves (in place): every input value is read before its
-output is written.
+output is written. The server optimizer's arithmetic is the shared one
+(``fl_async.aggregators.optimizers``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from fl_async.aggregators.kernels import probe
+from fl_async.aggregators.optimizers import Momentum, ServerOptimizer, descend_chunk
 
 Kernel = Callable[..., float]
+
+
+@dataclass(frozen=True)
+class Step:
+    """The scalars of one GSGM update."""
+
+    weight: float
+    """``s(tau)``."""
+    n: int
+    """Nodes cached after this update."""
+    beta: float
+    """The momentum of this update (``implicit``: ``beta_t``)."""
+    t: int
+    """Adam's step count after this update."""
+    close: bool
+    """``cycle``: this update closes the cycle."""
+
+    def factors(self, rho: float) -> tuple[float, float]:
+        """``g = a * delta + b * S``: ``(a, b) = (s(tau) (1 - rho), s(tau) rho / n)``."""
+        return self.weight * (1.0 - rho), self.weight * rho / self.n
 
 
 def cache_chunk(ns, s, d, nc, cached) -> None:
@@ -30,26 +52,19 @@ def cache_chunk(ns, s, d, nc, cached) -> None:
     np.copyto(nc, d)
 
 
-def momentum_kernel(
-    *, lr: float, rho: float, weight: float, n: int, beta: float, probes: bool
-) -> Kernel:
+def momentum_kernel(*, lr: float, rho: float, step: Step, probes: bool) -> Kernel:
     """The momentum rule (``update``; ``implicit`` with its ``beta_t``) on one chunk, with or
-    without probes."""
+    without probes: ``u = beta u + s(tau) (1 - rho) delta + s(tau) rho / n S`` as three terms
+    (``g`` is never formed), then ``w - lr u``."""
+    momentum = Momentum(beta=step.beta)
+    a, b = step.factors(rho)
 
     def kernel(ns, s, nv, u, out, w, d, nc, *rest) -> float:
         *cached, tmp = rest
         cache_chunk(ns, s, d, nc, cached)
-        # u = beta * u + s(tau) * ((1 - rho) * delta + rho * S / n), as three terms
-        np.multiply(u, beta, out=nv)
-        np.multiply(d, weight * (1.0 - rho), out=tmp)
-        np.add(nv, tmp, out=nv)
-        np.multiply(ns, weight * rho / n, out=tmp)
-        np.add(nv, tmp, out=nv)
-        if lr == 1.0:  # 1.0 * u == u exactly: skip a pass
-            np.subtract(w, nv, out=out)
-        else:
-            np.multiply(nv, lr, out=tmp)
-            np.subtract(w, tmp, out=out)  # w - lr * u
+        terms = ((d, a), (ns, b))
+        x = momentum.direction_chunk(new=(nv,), old=(u,), terms=terms, tmp=tmp, lr=lr)
+        descend_chunk(out, w, x, tmp)
         return probe(out) if probes else 0.0  # S and u reach w through finite factors
 
     return kernel
@@ -57,39 +72,33 @@ def momentum_kernel(
 
 def variant_kernel(
     *,
-    optimizer: str,
+    optimizer: ServerOptimizer,
     lr: float,
     rho: float,
-    weight: float,
-    n: int,
-    beta: float,
-    adam: tuple[float, float, float, int],
-    close: bool,
+    step: Step,
+    cycle: Momentum | None,
     pairs: int,
     probes: bool,
 ) -> Kernel:
     """``sgd``, ``adam`` and the ``cycle`` momentum on one chunk: ``g`` is formed first (in a
-    scratch chunk), then the optimizer's step. ``adam`` is (beta1, beta2, eps, t); ``pairs``
-    the (new, old) pairs between ``S`` and the model. Every output is probed."""
-    beta1, beta2, eps, t = adam
-    root_c2 = math.sqrt(1.0 - beta2**t)
-    scale = lr * root_c2 / (1.0 - beta1**t)
+    scratch chunk), then the optimizer's step (``cycle``: SGD's, and at the close the cycle's
+    momentum). ``pairs``: the (new, old) pairs between ``S`` and the model. Every output is
+    probed."""
+    a, b = step.factors(rho)
 
     def kernel(ns, s, *rest) -> float:
         state, (out, w, d, nc, *cached, g, tmp) = rest[: 2 * pairs], rest[2 * pairs :]
         cache_chunk(ns, s, d, nc, cached)
-        np.multiply(d, weight * (1.0 - rho), out=g)
-        np.multiply(ns, weight * rho / n, out=tmp)
+        np.multiply(d, a, out=g)
+        np.multiply(ns, b, out=tmp)
         np.add(g, tmp, out=g)  # g = s(tau) (1 - rho) delta + s(tau) rho / n S
-        if optimizer == "adam":
-            _adam_chunk(out, w, g, tmp, state, beta1, beta2, eps * root_c2, scale)
-        elif lr == 1.0:
-            np.subtract(w, g, out=out)
-        else:
-            np.multiply(g, lr, out=tmp)
-            np.subtract(w, tmp, out=out)  # w - lr g
-        if optimizer == "momentum":  # cycle
-            _cycle_chunk(out, g, tmp, state, lr, beta, close)
+        moments = state[2:] if cycle is not None else state
+        x = optimizer.direction_chunk(
+            new=moments[0::2], old=moments[1::2], terms=((g, 1.0),), tmp=tmp, lr=lr, t=step.t
+        )
+        descend_chunk(out, w, x, tmp)
+        if cycle is not None:
+            _cycle_chunk(out, g, tmp, state, cycle, lr=lr, close=step.close)
         if not probes:
             return 0.0
         return probe(ns) + probe(out) + sum(probe(a) for a in state[::2])
@@ -97,32 +106,14 @@ def variant_kernel(
     return kernel
 
 
-def _adam_chunk(out, w, g, tmp, state, beta1, beta2, eps_root_c2, scale) -> None:
-    """Adam's moments of ``g`` and ``w - lr sqrt(c2) / c1 * m / (sqrt(q) + eps sqrt(c2))``."""
-    nm, m, nq, q = state
-    np.multiply(m, beta1, out=nm)
-    np.multiply(g, 1.0 - beta1, out=tmp)
-    np.add(nm, tmp, out=nm)  # m = beta1 m + (1 - beta1) g
-    np.square(g, out=tmp)
-    np.multiply(tmp, 1.0 - beta2, out=tmp)
-    np.multiply(q, beta2, out=nq)
-    np.add(nq, tmp, out=nq)  # q = beta2 q + (1 - beta2) g g
-    np.sqrt(nq, out=tmp)
-    np.add(tmp, eps_root_c2, out=tmp)
-    np.divide(nm, tmp, out=tmp)
-    np.multiply(tmp, scale, out=tmp)
-    np.subtract(w, tmp, out=out)
-
-
-def _cycle_chunk(out, g, tmp, state, lr, beta, close) -> None:
+def _cycle_chunk(out, g, tmp, state, cycle: Momentum, *, lr: float, close: bool) -> None:
     """``c = c + g``; when the cycle closes: ``w - lr beta u`` (the previous ``u``), ``u = beta
     u + c``, ``c = 0``."""
     ncy, cy, *momentum = state
     np.add(cy, g, out=ncy)
     if close:
         nu, u = momentum
-        np.multiply(u, lr * beta, out=tmp)
+        np.multiply(u, lr * cycle.beta, out=tmp)
         np.subtract(out, tmp, out=out)
-        np.multiply(u, beta, out=nu)
-        np.add(nu, ncy, out=nu)
+        cycle.accumulate_chunk(new_m=nu, m=u, terms=((ncy, 1.0),), tmp=tmp)
         ncy.fill(0.0)

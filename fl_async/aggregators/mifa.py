@@ -3,7 +3,8 @@ docs/algorithms.md, MIFA).
 
 Every update steps with the average of the latest pseudo-gradient of every node, the nodes not
 heard from lately counting with the one they sent last: ``S <- S - G[k] + delta``;
-``G[k] <- delta``; ``w <- w - lr_t * S / n``. ``mifa_reference`` states the rule in plain numpy;
+``G[k] <- delta``; ``w <- w - lr_t * S / n``. ``fl_async.aggregators.reference.mifa`` states the
+rule in plain numpy;
 ``MIFA`` runs it as one fused chunk kernel, in place when running bounds prove it finite.
 """
 
@@ -31,30 +32,6 @@ def scheduled_lr(lr: float, schedule: str, steps: int) -> float:
     return lr / (steps + 1) if schedule == "inverse" else lr
 
 
-def mifa_reference(
-    state: dict[str, Any],
-    node: int,
-    delta: Arrays,
-    *,
-    lr: float,
-    num_nodes: int | None = None,
-    warmup: bool = False,
-    lr_schedule: str = "constant",
-) -> dict[str, Any]:
-    """One MIFA update from node ``node`` in plain numpy (``MIFA``'s kernel equals it bit for
-    bit). ``state`` holds ``w``, ``S`` (lists of float32 arrays), ``G`` (node id -> its cached
-    pseudo-gradient) and ``t`` (steps taken); the new state is returned, with ``stepped``."""
-    cached = state["G"].get(node, [np.zeros_like(d) for d in delta])
-    S = [s - g + d for s, g, d in zip(state["S"], cached, delta, strict=True)]
-    G = {**state["G"], node: [d.copy() for d in delta]}
-    n = len(G) if num_nodes is None else max(num_nodes, len(G))
-    if warmup and num_nodes is not None and len(G) < num_nodes and state["t"] == 0:
-        return {**state, "S": S, "G": G, "stepped": False}
-    lr_t = scheduled_lr(lr, lr_schedule, state["t"])
-    w = [w_k - lr_t / n * s for w_k, s in zip(state["w"], S, strict=True)]
-    return {"w": w, "S": S, "G": G, "t": state["t"] + 1, "stepped": True}
-
-
 class MIFA(CachedAggregator):
     """Step with the average of every node's latest pseudo-gradient, on every update.
 
@@ -80,8 +57,12 @@ class MIFA(CachedAggregator):
         cache_dir: str | os.PathLike[str] | None = None,
         max_staleness: int | None = None,
     ) -> None:
-        super().__init__(cache_memory=cache_memory, cache_dir=cache_dir, staleness=None,
-                         max_staleness=max_staleness)  # fmt: skip
+        super().__init__(
+            cache_memory=cache_memory,
+            cache_dir=cache_dir,
+            staleness=None,
+            max_staleness=max_staleness,
+        )
         self.lr = check_number("lr", lr, minimum=0)
         self.num_nodes = check_int("num_nodes", num_nodes, minimum=1, allow_none=True)
         self.warmup = check_bool("warmup", warmup)

@@ -56,17 +56,19 @@ def combine_chunk(out: np.ndarray, chunks: Sequence[np.ndarray], combine: str, t
     np.mean(stacked, axis=0, out=out)
 
 
-def combine_reference(updates: Sequence[Sequence[np.ndarray]], combine: str,
-                      trim: float = TRIM) -> list[np.ndarray]:  # fmt: skip
+def combine_reference(
+    updates: Sequence[Sequence[np.ndarray]], combine: str, trim: float = TRIM
+) -> list[np.ndarray]:
     """The plain rule: per array, the median (or trimmed mean) over the K updates of each
-    coordinate, in float32."""
+    coordinate, in the updates' own floating dtype (the values are sorted only when some are
+    cut, as the kernel does: a mean's sum runs in the updates' order)."""
     combined = []
     for arrays in zip(*updates, strict=True):
-        stacked = np.stack([np.asarray(a, dtype=np.float32) for a in arrays])
+        stacked = np.stack([np.asarray(a) for a in arrays])
         if combine == MEDIAN:
-            combined.append(np.median(stacked, axis=0).astype(np.float32))
+            combined.append(np.median(stacked, axis=0))
             continue
         k = cut(len(arrays), trim)
-        kept = np.sort(stacked, axis=0)[k : len(arrays) - k]
-        combined.append(kept.mean(axis=0).astype(np.float32))
+        kept = np.sort(stacked, axis=0)[k : len(arrays) - k] if k else stacked
+        combined.append(kept.mean(axis=0))
     return combined

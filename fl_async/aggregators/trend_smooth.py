@@ -6,7 +6,6 @@ docs/algorithms.md (Trend-Smooth) fixes this reconstruction of the rule.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ import numpy as np
 
 from fl_async.aggregators.base import APPLIED, MODEL, Aggregator, Status
 from fl_async.aggregators.kernels import Arrays, max_abs, probe, within_limit
+from fl_async.aggregators.optimizers import SGD, Adam, Momentum, ServerOptimizer
 from fl_async.aggregators.staleness import StalenessFn
 from fl_async.aggregators.updates import ClientUpdate, norm_bound
 from fl_async.validation import check_choice, check_number
@@ -23,69 +23,14 @@ STATE = {"sgd": (MODEL, "T"), "momentum": (MODEL, "T", "m"), "adam": (MODEL, "T"
 """The named state each base optimizer keeps, in the order the kernel takes it."""
 
 
-def trend_smooth_reference(
-    state: dict[str, Any],
-    delta: Arrays,
-    weight: float,
-    *,
-    lr: float,
-    base: str = "sgd",
-    beta: float = 0.9,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-    trend_decay: float = 0.9,
-    shrink: float = 0.5,
-) -> dict[str, Any]:
-    """One Trend-Smooth update as docs/algorithms.md (Trend-Smooth) writes it: the readable rule
-    ``TrendSmooth``'s fast kernel is tested against. ``state`` holds ``w``, ``T`` (and ``m``,
-    ``q`` as the base needs; lists of float32 arrays) and ``t``; the new state is returned. Its
-    operation order is the equations', not the kernel's (which folds scale factors together), so
-    the two agree to float32 rounding."""
-    new: dict[str, Any] = {"t": state["t"] + 1}
-    g = [weight * d for d in delta]
-    if base == "sgd":
-        steps = [-lr * x for x in g]
-    elif base == "momentum":
-        new["m"] = [beta * m + x for m, x in zip(state["m"], g, strict=True)]
-        steps = [-lr * m for m in new["m"]]
-    else:
-        steps = _adam_step_reference(state, new, g, lr=lr, beta1=beta1, beta2=beta2, eps=eps)
-    # d_i <- shrink d_i where d_i T_i < 0
-    steps = [np.where(d * T < 0, shrink * d, d) for d, T in zip(steps, state["T"], strict=True)]
-    new["w"] = [w + d for w, d in zip(state["w"], steps, strict=True)]
-    gamma = trend_decay
-    new["T"] = [gamma * T + (1 - gamma) * d for T, d in zip(state["T"], steps, strict=True)]
-    return new
-
-
-def _adam_step_reference(
-    state: dict[str, Any],
-    new: dict[str, Any],
-    g: Arrays,
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-) -> Arrays:
-    """Adam's bias-corrected step ``d`` on gradient ``g``; its new moments go into ``new``."""
-    t = new["t"]
-    new["m"] = [beta1 * m + (1 - beta1) * x for m, x in zip(state["m"], g, strict=True)]
-    new["q"] = [beta2 * q + (1 - beta2) * x * x for q, x in zip(state["q"], g, strict=True)]
-    c1, c2 = 1 - beta1**t, 1 - beta2**t  # bias corrections
-    return [
-        -lr * (m / c1) / (np.sqrt(q / c2) + eps) for m, q in zip(new["m"], new["q"], strict=True)
-    ]
-
-
 class TrendSmooth(Aggregator):
     """A base optimizer step ``d`` on ``g = s(tau) * delta``, shrunk where it opposes the trend.
 
     ``d_i <- shrink * d_i`` where ``d_i * T_i < 0``; ``w <- w + d``;
     ``T <- trend_decay * T + (1 - trend_decay) * d``. Bases: ``sgd`` (``d = -lr * g``),
     ``momentum`` (``m <- beta * m + g``; ``d = -lr * m``) and ``adam`` (bias-corrected).
-    ``trend_smooth_reference`` states the same rule without the fast machinery.
+    The base step is the shared server optimizer's (``fl_async.aggregators.optimizers``);
+    ``fl_async.aggregators.reference.trend_smooth`` states the rule without the fast machinery.
     """
 
     name = "TrendSmooth"
@@ -113,6 +58,13 @@ class TrendSmooth(Aggregator):
         self.eps = check_number("eps", eps, minimum=0, min_open=True)
         self.trend_decay = check_number("trend_decay", trend_decay, minimum=0, maximum=1)
         self.shrink = check_number("shrink", shrink, minimum=0, maximum=1)
+        optimizers: dict[str, ServerOptimizer] = {
+            "sgd": SGD(),
+            "momentum": Momentum(beta=self.beta),
+            "adam": Adam(beta1=self.beta1, beta2=self.beta2, eps=self.eps),
+        }
+        self.optimizer = optimizers[self.base]
+        """The base optimizer, whose step the trend mask shrinks."""
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
@@ -141,7 +93,7 @@ class TrendSmooth(Aggregator):
         in_place = g is not None and self._fits(g * weight, t)
         kernel = self._kernel(weight, t, probes=not in_place)
         self._advance(
-            kernel, STATE[self.base], [delta], in_place=in_place, delta=delta, base=base, scratch=4
+            kernel, STATE[self.base], [delta], in_place=in_place, delta=delta, base=base, scratch=3
         )
         self._t = t
         if not in_place:
@@ -151,13 +103,17 @@ class TrendSmooth(Aggregator):
     def _kernel(self, weight: float, t: int, *, probes: bool) -> Callable[..., float]:
         """The rule on one chunk, with or without probes. Outputs may be the inputs themselves
         (in place): every input value is read before its output is written."""
+        lr = self.lr
 
         def kernel(out, w, nt, tr, *rest) -> float:
-            *moment, d, d_step, g, factor, tmp = rest
+            *moment, d, d_step, g, factor = rest
             if weight != 1.0:
                 np.multiply(d, weight, out=g)  # g = s(tau) * delta
                 d = g
-            x, scale = self._base_direction(d, d_step, moment, t, scratch=tmp)  # d = scale x
+            x, step = self.optimizer.direction_chunk(
+                new=moment[0::2], old=moment[1::2], terms=((d, 1.0),), tmp=d_step, lr=lr, t=t
+            )
+            scale = -step  # d = scale x
             # Shrink where d * T < 0: scale <= 0, so where x * T > 0. Multiplying by a
             # factor of scale or scale * shrink is far faster than a masked ufunc (where=,
             # putmask; benchmarks/PERFORMANCE.md), and folds the base step's scale in.
@@ -182,16 +138,7 @@ class TrendSmooth(Aggregator):
         ``IN_PLACE_LIMIT``; if so, record the new bounds."""
         b = self._bounds
         new = dict(b)
-        if self.base == "sgd":
-            step = self.lr * g
-        elif self.base == "momentum":
-            new["m"] = self.beta * b["m"] + g
-            step = self.lr * new["m"]
-        else:
-            new["m"] = self.beta1 * b["m"] + (1.0 - self.beta1) * g
-            new["q"] = self.beta2 * b["q"] + (1.0 - self.beta2) * g * g
-            # the denominator sqrt(q) + eps * sqrt(c2) is at least eps * sqrt(c2)
-            step = self.lr * new["m"] / ((1.0 - self.beta1**t) * self.eps)
+        step = self.optimizer.bound(new, g, lr=self.lr, t=t)
         new["w"] = b["w"] + step
         new["T"] = self.trend_decay * b["T"] + (1.0 - self.trend_decay) * step
         if not within_limit(new):
@@ -208,36 +155,6 @@ class TrendSmooth(Aggregator):
             "m": max_abs(acc.get("m")),
             "q": max_abs(acc.get("q")),
         }
-
-    def _base_direction(
-        self, g: np.ndarray, out: np.ndarray, moment: list[np.ndarray], t: int, scratch: np.ndarray
-    ) -> tuple[np.ndarray, float]:
-        """The base optimizer's step for gradient ``g`` as ``(x, scale)``, ``d = scale * x``.
-
-        ``moment`` holds (new, old) pairs: ``[m', m]`` for momentum, ``[m', m, q', q]`` for adam;
-        ``x`` is ``g``, the new ``m``, or (adam) written into ``out``. ``scale <= 0``.
-        """
-        if self.base == "sgd":
-            return g, -self.lr  # d = -lr * g
-        new_m, m = moment[0], moment[1]
-        if self.base == "momentum":
-            np.multiply(m, self.beta, out=new_m)
-            np.add(new_m, g, out=new_m)  # m = beta * m + g
-            return new_m, -self.lr  # d = -lr * m
-        new_q, q = moment[2], moment[3]
-        np.multiply(m, self.beta1, out=new_m)
-        np.multiply(g, 1.0 - self.beta1, out=out)
-        np.add(new_m, out, out=new_m)  # m = beta1 * m + (1 - beta1) * g
-        np.square(g, out=out)
-        np.multiply(out, 1.0 - self.beta2, out=out)
-        np.multiply(q, self.beta2, out=new_q)
-        np.add(new_q, out, out=new_q)  # q = beta2 * q + (1 - beta2) * g * g
-        # -lr (m / c1) / (sqrt(q / c2) + eps) = -lr sqrt(c2) / c1 * m / (sqrt(q) + eps sqrt(c2))
-        root_c2 = math.sqrt(1.0 - self.beta2**t)
-        np.sqrt(new_q, out=scratch)
-        np.add(scratch, self.eps * root_c2, out=scratch)
-        np.divide(new_m, scratch, out=out)
-        return out, -self.lr * root_c2 / (1.0 - self.beta1**t)
 
     def _rule_state(self) -> dict[str, Any]:
         acc = self._acc

@@ -42,7 +42,7 @@ _MODULE_OF = {
             "normalize",
         ),
         "imageset",
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(("NAMES", "SOURCES", "load_dataset", "load_labels", "load_owners"), "loader"),
     "HUB_IDS": "sources",
     "default_root": "sources",

@@ -203,9 +203,13 @@ def _torchvision_present(name: str, root: Path, report: Report) -> Fetched | Non
         return None
     location = spec.location(root)
     return Fetched(
-        name, location, len(data.train) + len(data.test),
-        _size_detail(len(data.train), len(data.test)), disk_size(location), already_present=True,
-    )  # fmt: skip
+        name,
+        location,
+        len(data.train) + len(data.test),
+        _size_detail(len(data.train), len(data.test)),
+        disk_size(location),
+        already_present=True,
+    )
 
 
 def _fetch_torchvision(name: str, root: Path) -> Fetched:
@@ -231,9 +235,13 @@ def _fetch_torchvision(name: str, root: Path) -> Fetched:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Fetched(
-        name, location, len(train) + len(test), _size_detail(len(train), len(test)),
-        disk_size(location), already_present=False,
-    )  # fmt: skip
+        name,
+        location,
+        len(train) + len(test),
+        _size_detail(len(train), len(test)),
+        disk_size(location),
+        already_present=False,
+    )
 
 
 # What a broken transfer raises: a network or disk error (OSError, urllib's URLError among

@@ -65,8 +65,9 @@ def log_run(
     history: Mapping[str, Any], *, backend: str, uri: str, run_name: str, output_dir: Path
 ) -> Tracker:
     """Log ``history`` (``history.json``'s dictionary) with ``backend``; the tracker used."""
-    tracker = make_tracker(backend, uri=uri, run_name=run_name or output_dir.name,
-                           output_dir=output_dir)  # fmt: skip
+    tracker = make_tracker(
+        backend, uri=uri, run_name=run_name or output_dir.name, output_dir=output_dir
+    )
     track_history(tracker, history)
     return tracker
 

@@ -102,8 +102,14 @@ def update_points(history: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, f
 
 def summary_of(history: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
     """The final numbers (``summary/...``) and the texts ``stopped-by`` and ``stop-detail``."""
-    keys = ("final-accuracy", "final-loss", "num-updates", "server-steps", "virtual-time",
-            "wall-time")  # fmt: skip
+    keys = (
+        "final-accuracy",
+        "final-loss",
+        "num-updates",
+        "server-steps",
+        "virtual-time",
+        "wall-time",
+    )
     numbers = {f"summary/{key}": history.get(key) for key in keys}
     for group in ("faults", "rejected"):
         for kind, count in (history.get(group) or {}).items():
