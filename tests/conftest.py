@@ -8,7 +8,7 @@ import pytest
 from hypothesis import settings
 
 # Property tests draw the same examples in every run, CI's included: a failure is reproducible,
-# and no run fails on a draw the others never made. Run with --hypothesis-seed=N to explore.
+# and no run fails on a draw the others never made.
 settings.register_profile("fl-async", derandomize=True)
 settings.load_profile("fl-async")
 
