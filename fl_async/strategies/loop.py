@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fl_async.aggregators import UpdateGuard
 from fl_async.scheduling import DispatchPolicy, VirtualClock
@@ -46,7 +46,7 @@ class Settings:
     """The strategy's settings the collaborators read (``AsyncStrategy``'s, checked there)."""
 
     seed: int
-    task_config: dict
+    task_config: dict[str, Any]
     max_in_flight: int | None
     memory_budget: float
     min_nodes: int

@@ -39,9 +39,8 @@ presets' ``"auto"``)."""
 class Snapshots:
     """The run's checkpoints: what is saved, when, and how a run picks up from one.
 
-    ``checkpointer`` None: the run keeps no checkpoint (every method but ``snapshot`` does
-    nothing). ``eval_every`` and ``patience`` are the strategy's settings (None: resolved from
-    the nodes at the start, and then kept from the checkpoint at a resume).
+    ``checkpointer`` None: the run keeps no checkpoint (``claim``, ``check_owner``, ``load``
+    and the saves do nothing).
     """
 
     def __init__(
