@@ -39,6 +39,7 @@ from flwr.app import ConfigRecord  # noqa: E402
 
 from fl_async.scheduling import VirtualClock  # noqa: E402
 from fl_async.strategies import PRESETS  # noqa: E402
+from fl_async.strategies.replies import Replies  # noqa: E402
 
 STEADY_FROM = 0.2
 
@@ -48,20 +49,23 @@ def run(strategy: str, nodes: int, updates: int, seed: int) -> dict[str, float |
     fleet = quadratic_fleet(nodes, seed=seed)
     preset = PRESETS[strategy](clock=VirtualClock(seed=seed), min_nodes=nodes, seed=seed,
                                poll_interval=0.001)  # fmt: skip
-    handle, cpu = preset._handle, []
+    handle, cpu = Replies.handle, []
 
     def timed_handle(*args, **kwargs):
         handled = handle(*args, **kwargs)
         cpu.append(time.process_time())
         return handled
 
-    preset._handle = timed_handle  # one CPU time stamp per reply handled
-    with task_identity():
-        result = preset.start(
-            FakeGrid(fleet, delay_seed=seed, max_delay=0), initial_arrays(),
-            num_rounds=max(1, -(-updates // nodes)), timeout=600, max_updates=updates,
-            train_config=ConfigRecord({"local-steps": 1, "lr": 0.1}),
-        )  # fmt: skip
+    Replies.handle = timed_handle  # one CPU time stamp per reply handled
+    try:
+        with task_identity():
+            result = preset.start(
+                FakeGrid(fleet, delay_seed=seed, max_delay=0), initial_arrays(),
+                num_rounds=max(1, -(-updates // nodes)), timeout=600, max_updates=updates,
+                train_config=ConfigRecord({"local-steps": 1, "lr": 0.1}),
+            )  # fmt: skip
+    finally:
+        Replies.handle = handle
     records = [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
     history = {"updates": [{"wall-time": r["wall-time"], "accepted": True} for r in records]}
     steady = cpu[int(STEADY_FROM * len(cpu)) :]

@@ -121,10 +121,10 @@ def strategy_state() -> dict[str, int]:
     if not isinstance(strategy, AsyncStrategy):
         return {}
     state = {
-        "in_flight": len(strategy._book),
-        "stashed_replies": strategy._book.stashed_replies,
-        "stored_bases": strategy._book.stored_bases,
-        "train_metric_records": len(strategy._recorder.result.train_metrics_clientapp),
+        "in_flight": len(strategy._run.book),
+        "stashed_replies": strategy._run.book.stashed_replies,
+        "stored_bases": strategy._run.book.stored_bases,
+        "train_metric_records": len(strategy._run.recorder.result.train_metrics_clientapp),
     }
     cached = getattr(strategy.aggregator, "num_cached", None)
     if cached is not None:

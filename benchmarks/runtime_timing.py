@@ -16,8 +16,12 @@ from flwr.serverapp import Grid
 from process_usage import machine_busy_seconds, tree_cpu
 
 from fl_async import protocol
-from fl_async.strategies import async_strategy, replies
+from fl_async.strategies import membership, replies
 from fl_async.strategies.async_strategy import AsyncStrategy
+from fl_async.strategies.dispatch import Dispatcher
+from fl_async.strategies.evaluation import Boundaries
+from fl_async.strategies.membership import Membership
+from fl_async.strategies.replies import Replies
 
 
 class Stopwatch:
@@ -143,22 +147,35 @@ class TimingGrid(Grid):
 class Probe:
     """Times the parts of an ``AsyncStrategy``'s event loop (inclusive seconds per part).
 
-    Instance methods are wrapped on the strategy object; ``protocol.train_message``,
-    ``protocol.read_train_reply``, ``replies._difference`` and the ``time.sleep`` the loop
-    calls are wrapped on their modules, and put back by ``restore()``.
+    The collaborators' methods are wrapped on their classes (the strategy builds its
+    collaborators afresh at ``start()``), the strategy's own on the strategy object;
+    ``protocol.train_message``, ``protocol.read_train_reply``, ``replies._difference`` and the
+    ``time.sleep`` the loop calls are wrapped on their modules; ``restore()`` puts all back.
+    Each part keeps the name it had when the loop's methods were the strategy's own.
     """
 
     METHODS = (
-        "_refresh_nodes", "_dispatch", "_dispatchable", "_make_task", "_track",
-        "_next_reply", "_wait_for", "_handle", "_after_step", "_settle_barrier", "_evaluate",
-        "_wait_for_nodes",
-    )  # fmt: skip
+        ("_refresh_nodes", Membership, "refresh"),
+        ("_dispatch", Dispatcher, "dispatch"),
+        ("_dispatchable", Dispatcher, "dispatchable"),
+        ("_make_task", Dispatcher, "make_task"),
+        ("_track", Dispatcher, "track"),
+        ("_next_reply", Replies, "next"),
+        ("_wait_for", Replies, "_wait_for"),
+        ("_handle", Replies, "handle"),
+        ("_settle_barrier", Replies, "settle_barrier"),
+        ("_evaluate", Boundaries, "evaluate"),
+        ("_wait_for_nodes", Membership, "wait_for_nodes"),
+    )
 
     def __init__(self, strategy: AsyncStrategy, watch: Stopwatch) -> None:
         self.watch = watch
         self._saved: list[tuple[object, str, object]] = []
-        for name in self.METHODS:
-            setattr(strategy, name, watch.wrap(getattr(strategy, name), name))
+        for label, owner, name in self.METHODS:
+            original = getattr(owner, name)
+            self._saved.append((owner, name, original))
+            setattr(owner, name, watch.wrap(original, label))
+        strategy._after_step = watch.wrap(strategy._after_step, "_after_step")
         original_begin = strategy._begin
 
         def begin(*args, **kwargs):  # start-up (waiting for nodes, identify): set apart
@@ -172,7 +189,9 @@ class Probe:
 
         strategy._begin = begin
         name = "_wait_for_min_nodes"  # the start-up's wait for (and identification of) nodes
-        setattr(strategy, name, self._always(getattr(strategy, name), f"startup:{name}"))
+        original = Membership.wait_for_min_nodes
+        self._saved.append((Membership, "wait_for_min_nodes", original))
+        Membership.wait_for_min_nodes = self._always(original, f"startup:{name}")
         self._patch(protocol, "train_message")
         self._patch(protocol, "read_train_reply")
         self._patch(protocol, "metric_record")
@@ -182,7 +201,7 @@ class Probe:
             **{k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
         )
         shim.sleep = timed_sleep
-        for module in (async_strategy, replies):
+        for module in (membership, replies):
             self._saved.append((module, "time", module.time))
             module.time = shim
         self._strategy = strategy

@@ -82,7 +82,7 @@ def test_held_tasks_go_out_earliest_virtual_finish_first():
     first = [node for node, step in grid.sent if step == 0]
     # the first six tasks all start at virtual time 0: the faster node's goes first
     by_speed = sorted(first, key=lambda n: strategy.clock.duration(
-        strategy._registry[n].stable_id, 0, examples=10, bytes_down=1, bytes_up=1))  # fmt: skip
+        strategy._run.registry[n].stable_id, 0, examples=10, bytes_down=1, bytes_up=1))  # fmt: skip
     assert first == by_speed
 
 

@@ -2,50 +2,49 @@
 
 The loop (docs/architecture.md, "The event loop") sends a task to every node the dispatch policy
 allows, handles replies one at a time in the reply order, re-dispatches, evaluates and
-checkpoints, until a budget is spent or the run can make no more progress. Each concern is a
-collaborator with its own module: the node registry (``nodes``), the task book (``tasks``), the
-reply order (``order``), the recorder (``recorder``), the checkpointer (``checkpoint``) and the
-task bases (``compensation``); the aggregator and the dispatch policy decide the arithmetic and
-who may start.
+checkpoints, until a budget is spent or the run can make no more progress. ``start()`` is a
+template over one run state (``run.Run``: the model and its version, the nodes, the tasks in
+flight, the time and the records) and the collaborators that share it, each in its own module:
+membership (``membership``), dispatch (``dispatch``), reply handling with the update guard
+(``replies``, ``guarded``), evaluation boundaries (``evaluation``), the stop reasons
+(``stops``) and checkpoints (``resume``, ``resend``). The aggregator and the dispatch policy
+decide the arithmetic and who may start.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from logging import INFO
 from pathlib import Path
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
 
 from fl_async.aggregators import GUARD_FACTOR, Aggregator, UpdateGuard
 from fl_async.scheduling import Asynchronous, DispatchPolicy, VirtualClock
-from fl_async.strategies.checkpoint import Checkpointer
 from fl_async.strategies.claims import WEIGHT_CAP, WeightCap
 from fl_async.strategies.compensation import TaskBases
-from fl_async.strategies.dispatch import TaskDispatch
-from fl_async.strategies.evaluation import ShouldStop, StepBoundaries, check_should_stop, grid_times
-from fl_async.strategies.flower_api import FlowerStrategyAPI
-from fl_async.strategies.membership import NodeMembership
+from fl_async.strategies.evaluation import EvaluateFn, ShouldStop, grid_times
+from fl_async.strategies.flower_api import average_evaluations, evaluate_messages
+from fl_async.strategies.loop import Parts, Settings, build
 from fl_async.strategies.nodes import NodeRegistry
 from fl_async.strategies.order import reply_order
 from fl_async.strategies.outbox import Outbox
 from fl_async.strategies.recorder import Recorder
-from fl_async.strategies.replies import ReplyHandling
 from fl_async.strategies.result import AsyncResult
-from fl_async.strategies.resume import RunSnapshot
+from fl_async.strategies.resume import Auto
+from fl_async.strategies.run import Run
+from fl_async.strategies.stops import Limits, check_pairs, stop_reason
 from fl_async.strategies.tasks import TaskBook
-from fl_async.validation import InvalidArgument, check_int, check_number
+from fl_async.validation import check_int, check_number
 
-EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+__all__ = ["AsyncStrategy", "EvaluateFn"]
 
 
-class AsyncStrategy(
-    TaskDispatch, ReplyHandling, StepBoundaries, RunSnapshot, NodeMembership, FlowerStrategyAPI
-):
+class AsyncStrategy(Strategy):
     """Asynchronous aggregation on Flower's Message API: any aggregator with any dispatch policy.
 
     Parameters
@@ -113,7 +112,7 @@ class AsyncStrategy(
         (``Outbox``; same history; needs a clock). Default: every task is sent when made.
     """
 
-    _auto: list[tuple[object, str, Callable[[int], Any]]]
+    _auto: Auto
     """``(owner, attribute, rule)``: hyperparameters resolved from the node count at start (the
     presets' ``"auto"``)."""
 
@@ -145,27 +144,25 @@ class AsyncStrategy(
         send_ahead: int | None = None,
         weight_cap: float | None = WEIGHT_CAP,
     ) -> None:
-        _check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid, send_ahead)
-        self.aggregator, self.send_ahead = aggregator, send_ahead
+        check_pairs(aggregator, clock, checkpoint_dir, checkpoint_every, eval_grid, send_ahead)
+        self.aggregator, self.send_ahead, self.clock = aggregator, send_ahead, clock
         self.policy = policy if policy is not None else Asynchronous()
-        self.clock, self.target_metric, self.identify_nodes = clock, target_metric, identify_nodes
+        self.target_metric, self.identify_nodes = target_metric, identify_nodes
         self.task_bases = task_bases if task_bases is not None else TaskBases()
         self.min_nodes = check_int("min_nodes", min_nodes, minimum=1)
-        self.max_in_flight = check_int("max_in_flight", max_in_flight, minimum=1, allow_none=True)
+        self.max_in_flight = _optional("max_in_flight", max_in_flight)
         self.memory_budget = check_number("memory_budget", memory_budget, minimum=0, min_open=True)
-        self.eval_every = check_int("eval_every", eval_every, minimum=1, allow_none=True)
-        self.eval_grid = check_int("eval_grid", eval_grid, minimum=1, allow_none=True)
+        self.eval_every = _optional("eval_every", eval_every)
+        self.eval_grid = _optional("eval_grid", eval_grid)
         self.forget_after = check_int("forget_after", forget_after, minimum=0)
         self.max_failures = check_int("max_failures", max_failures, minimum=1)
-        self.patience = check_int("patience", patience, minimum=1, allow_none=True)
-        self.checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1,
-                                          allow_none=True)  # fmt: skip
+        self.patience = _optional("patience", patience)
+        self.checkpoint_every = _optional("checkpoint_every", checkpoint_every)
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.task_config, self.federated_evaluation = dict(task_config or {}), federated_evaluation
-        self.seed = check_int("seed", seed, minimum=0)
+        self.seed, self.guard = check_int("seed", seed, minimum=0), UpdateGuard.of(guard)
         self.poll_interval = check_number("poll_interval", poll_interval, minimum=0, min_open=True)
         self.refresh_interval = check_number("refresh_interval", refresh_interval, minimum=0)
-        self.guard = UpdateGuard.of(guard)
         self.weight_cap = WeightCap(weight_cap).ratio  # checked here, not at start()
         self._auto = []
         self._new_run(timeout=3600.0, evaluate_fn=None)
@@ -195,172 +192,203 @@ class AsyncStrategy(
         and the longest wait. A run that cannot progress stops by itself (``stopped_by``).
         """
         self._new_run(timeout, evaluate_fn, max_wall_time, should_stop)
-        if self._checkpointer is not None:
-            self._checkpointer.claim()  # before resuming: a run still alive on it stops
-        self._grid = grid_times(self.eval_grid, max_virtual_time)
-        resumed = self._resume(grid, initial_arrays, train_config)
-        if not resumed:
-            self._begin(grid, initial_arrays, train_config)
-        log(INFO, "Starting %s (asynchronous) with %d nodes:", type(self).__name__,
-            len(self._registry))  # fmt: skip
+        self._loop.snapshots.claim()  # before resuming: a run still alive on it stops
+        self._loop.boundaries.points = grid_times(self.eval_grid, max_virtual_time)
+        resumed = self._resume_or_begin(grid, initial_arrays, train_config)
+        run, nodes = self._run, len(self._run.registry)
+        log(INFO, "Starting %s (asynchronous) with %d nodes:", type(self).__name__, nodes)
         self.summary()
-        limits = (num_rounds * len(self._registry), max_updates, max_virtual_time,
-                  target_accuracy)  # fmt: skip
+        limits = Limits(num_rounds * nodes, max_updates, max_virtual_time, target_accuracy)
         if not resumed:  # step 0, as Flower's start() evaluates before the first round, while
             self._dispatch_early(grid, limits)  # the first tasks train (if it cannot stop the run)
-            self._evaluate()
+            self._loop.boundaries.evaluate()
         stop = ""
         while not stop:
-            self._check_owner()
-            self._refresh_nodes(grid, every=self.refresh_interval, wait=False)
-            stop = self._stop_reason(*limits)
+            self._loop.snapshots.check_owner()
+            self._loop.membership.refresh(grid, every=self.refresh_interval, wait=False)
+            stop = self._stop_reason(limits)
             if stop:
                 break
-            if not (self._draining() or self._dispatch(grid) or self._book):
-                stop = "" if self._open_guard() else self._wait_for_nodes(grid)
-            elif self._next_reply(grid):
+            if not (self._loop.gate.draining() or self._loop.dispatcher.dispatch(grid) or run.book):
+                stop = self._when_idle(grid)
+            elif self._loop.replies.next(grid):
                 self._after_step(dispatch=lambda: self._dispatch_early(grid, limits))
         return self._end(grid, stop, evaluate_config)
 
-    def _dispatch_early(self, grid: Grid, limits: tuple) -> None:
+    def _when_idle(self, grid: Grid) -> str:
+        """Nothing is in flight and no task could go: open the guard on what it holds, or wait
+        for a node that may start; the stop reason ("" to go on)."""
+        if self._loop.gate.open():
+            return ""
+        return self._loop.membership.wait_for_nodes(grid, self._loop.dispatcher.dispatchable)
+
+    def _dispatch_early(self, grid: Grid, limits: Limits) -> None:
         """Send the tasks a step allows before its evaluation when that evaluation cannot stop
         the run (no target accuracy, no ``should_stop``) and nothing else stops it: what the
         loop would send next, sent before the server spends its time evaluating."""
-        *_, target = limits  # target accuracy: an evaluation that may stop the run
         if (
-            target is None
-            and self._should_stop is None
-            and not self._draining()
-            and not self._stop_reason(*limits)
+            limits.target is None  # target accuracy: an evaluation that may stop the run
+            and self._loop.boundaries.should_stop is None
+            and not self._loop.gate.draining()
+            and not self._stop_reason(limits)
         ):
-            self._dispatch(grid)
+            self._loop.dispatcher.dispatch(grid)
 
-    def _stop_reason(self, budget: int, max_updates: int | None, max_virtual_time: float | None,
-                     target: float | None) -> str:  # fmt: skip
+    def _stop_reason(self, limits: Limits) -> str:
         """The budget or limit that ends the run now ("" to go on)."""
-        rec = self._recorder
-        if self._stop_requested:
-            return "should-stop"
-        if rec.num_updates >= (budget if max_updates is None else min(budget, max_updates)):
-            return "budget"
-        if self._out_of_wall_time():
-            return "max-wall-time"
-        if max_virtual_time is not None and self._order.now >= max_virtual_time:
-            return "max-virtual-time"
-        if target is not None and rec.reached(target, self.target_metric):
-            return "target-accuracy"
-        if self._all_nodes_left():
-            return "no-active-nodes"
-        detail = self.guard.one_node(self._patience)
-        if detail:
-            self._stop_detail = detail
-            return "one-node"
-        if rec.since_progress >= self._patience:
-            self._stop_detail = (
-                f"{rec.since_progress} tasks in a row ended without an accepted update"
-            )
-            return "no-progress"
-        return ""
+        requested = self._loop.boundaries.stop_requested
+        nodes_left = self._loop.membership.all_left
+        return stop_reason(limits, self._run, requested, self.target_metric, nodes_left, self.guard)
+
+    def _after_step(self, dispatch: Callable[[], object] | None = None) -> None:
+        """Forget departed nodes that are due, evaluate when due (``dispatch`` first: see
+        ``Boundaries.at_step``), checkpoint when due."""
+        self._loop.membership.forget_due()
+        self._loop.boundaries.at_step(dispatch)
+        self._loop.snapshots.save_if_due()
+
+    def _before_reply(self, finish: float) -> None:
+        """Before a reply (or a timeout) ending at virtual time ``finish`` is handled: a run that
+        took over the checkpoint while this one waited gets it, and the grid points before
+        ``finish`` see the model in force then."""
+        self._loop.snapshots.check_owner()
+        self._loop.boundaries.evaluate_grid(until=finish)
 
     def _end(self, grid: Grid, stop: str, evaluate_config: ConfigRecord | None) -> AsyncResult:
         """Evaluate the final model, checkpoint, optionally evaluate on the nodes; the result."""
-        if not self._recorder.evaluated(self.aggregator.version):
-            self._evaluate()
-        self._evaluate_grid(until=self._order.now, inclusive=True)
-        if self._checkpointer is not None:
-            self._save_checkpoint()  # before tasks in flight are abandoned: a resume resends them
-        self._book.abandon()
-        self._outbox.clear()
+        run = self._run
+        if not run.recorder.evaluated(run.version):
+            self._loop.boundaries.evaluate()
+        self._loop.boundaries.evaluate_grid(until=run.order.now, inclusive=True)
+        self._loop.snapshots.save()  # before tasks in flight are abandoned: a resume resends them
+        run.book.abandon()
+        run.outbox.clear()
         if self.federated_evaluation:
             self._federated_evaluation(grid, evaluate_config)
-        return self._recorder.finish(
-            stop, self._stop_detail, self._model_record(),
-            rejected=self.aggregator.num_rejected, server_steps=self.aggregator.version,
-            now=self._order.now,
-        )  # fmt: skip
+        return run.recorder.finish(
+            stop,
+            run.stop_detail,
+            run.model_record(),
+            rejected=self.aggregator.num_rejected,
+            server_steps=run.version,
+            now=run.order.now,
+        )
 
     # ------------------------------------------------------------------------------ set-up
-    def _new_run(self, timeout: float, evaluate_fn: EvaluateFn | None,
-                 max_wall_time: float | None = None,
-                 should_stop: ShouldStop | None = None) -> None:  # fmt: skip
-        """Create all of a run's state, empty (the one place run state is made)."""
-        self._timeout = float(timeout)
-        self._max_wall_time = max_wall_time
-        self._next_sweep = 0.0  # the first pull asks for every reply in flight
-        self._evaluate_fn = evaluate_fn
+    def _new_run(
+        self,
+        timeout: float,
+        evaluate_fn: EvaluateFn | None,
+        max_wall_time: float | None = None,
+        should_stop: ShouldStop | None = None,
+    ) -> None:
+        """Make a run's state and its collaborators, empty (the one place they are made)."""
         self.policy.clear_idle()  # the registry below starts empty and tells the policy
-        self._registry = NodeRegistry(
+        registry = NodeRegistry(
             identify=self.identify_nodes,
             poll_interval=self.poll_interval,
             max_failures=self.max_failures,
             on_idle=self.policy.set_idle,
             weight_cap=self.weight_cap,
         )
-        self._book = TaskBook()
-        self._outbox = Outbox(self.send_ahead)
+        book, outbox = TaskBook(), Outbox(self.send_ahead)
         self.guard.reset()
-        self._guard_held, self._guard_queue = [], []
-        self._order = reply_order(self.clock)
-        self._recorder = Recorder()
-        self._checkpointer = None
-        if self.checkpoint_dir is not None:
-            self._checkpointer = Checkpointer(self.checkpoint_dir, self.checkpoint_every)
-        self._keys: list[str] = []
-        self._train_config: dict[str, Any] = {}
-        self._forget_at: dict[int, int] = {}
-        self._held, self._held_until, self._unrestored = [], 0.0, {}  # a resume's waiting nodes
-        self._record_cache: tuple[int, ArrayRecord] | None = None
-        self._model_bytes = 1
-        self._eval_every = 1
-        self._patience = 1
-        self._stop_detail = ""
-        self._should_stop = check_should_stop(should_stop)
-        self._stop_requested = False
-        self._evaluated: tuple[int, MetricRecord | None] | None = None
-        """The last server step evaluated centrally and its metrics (``_central``)."""
-        self._started = False
-        self._grid: list[tuple[int, float]] = []
-        """Grid points ``(index, virtual time)`` not evaluated yet, earliest first."""
+        order, recorder = reply_order(self.clock), Recorder()
+        run = Run(self.aggregator, registry, book, outbox, order, recorder, float(timeout))
+        run.max_wall_time = max_wall_time
+        self._run = run
+        parts = Parts(self.policy, self.guard, self.task_bases, self.clock)
+        self._loop = build(
+            run,
+            parts,
+            Settings.of(self),
+            evaluate_fn=evaluate_fn,
+            should_stop=should_stop,
+            before_reply=self._before_reply,
+        )
+
+    def _resume_or_begin(
+        self, grid: Grid, arrays: ArrayRecord, config: ConfigRecord | None
+    ) -> bool:
+        """Begin the run; then pick up from the checkpoint in ``checkpoint_dir``, if there is
+        one (whether it did)."""
+        state = self._loop.snapshots.load()
+        self._begin(grid, arrays, config)
+        if state is None:
+            return False
+        given = {"eval_every": self.eval_every, "patience": self.patience}
+        self._loop.snapshots.restore(state, self._auto, **given)
+        self._loop.snapshots.resume(grid, state, self._loop.membership.refresh)
+        return True
 
     def _begin(self, grid: Grid, arrays: ArrayRecord, config: ConfigRecord | None) -> None:
         """Wait for the nodes, resolve "auto" settings from their number, start the model."""
-        self._started = True
-        self._keys = list(arrays.keys())
-        self._train_config = dict(config or {})
-        self._wait_for_min_nodes(grid)
-        num_nodes = len(self._registry)
+        run = self._run
+        run.started = True
+        run.keys = list(arrays.keys())
+        run.train_config = dict(config or {})
+        self._loop.membership.wait_for_min_nodes(grid)
+        num_nodes = len(run.registry)
         for owner, name, rule in self._auto:
             setattr(owner, name, rule(num_nodes))
-        self._eval_every = self.eval_every if self.eval_every is not None else max(1, num_nodes)
-        self._patience = self.patience if self.patience is not None else max(10 * num_nodes, 100)
+        run.eval_every = self.eval_every if self.eval_every is not None else max(1, num_nodes)
+        run.patience = self.patience if self.patience is not None else max(10 * num_nodes, 100)
         self.guard.begin(num_nodes)
         self.aggregator.init(arrays.to_numpy_ndarrays())
-        self._model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
+        run.model_bytes = max(1, sum(a.nbytes for a in self.aggregator.params))
 
-    def _wall_time_left(self) -> float:
-        """Seconds until the run's ``max_wall_time`` (infinite without one)."""
-        limit = self._max_wall_time
-        return math.inf if limit is None else limit - self._recorder.wall()
+    # ----------------------------------------------------------- Flower's round-based methods
+    def summary(self) -> None:
+        """Log the strategy's configuration."""
+        log(INFO, "\t├──> Aggregator: %r", self.aggregator)
+        log(INFO, "\t├──> Dispatch policy: %r", self.policy)
+        log(INFO, "\t├──> Clock: %s", repr(self.clock) if self.clock else "real time")
+        log(INFO, "\t└──> Minimum nodes: %d", self.min_nodes)
 
-    def _out_of_wall_time(self) -> bool:
-        """Whether the run's ``max_wall_time`` has passed (also checked while waiting)."""
-        return self._wall_time_left() <= 0
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Tasks for every connected node the policy allows now, built as the event loop does."""
+        if not self._run.started:
+            self._new_run(timeout=3600.0, evaluate_fn=None)
+            self._begin(grid, arrays, config)
+        self._loop.membership.refresh(grid)
+        return self._loop.dispatcher.configure()
 
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Apply each reply as the event loop does; return the model and the last record."""
+        last = self._loop.replies.handle_all(replies)
+        return self._run.model_record(), last
 
-def _check_pairs(aggregator: object, clock: object, checkpoint_dir: object,
-                 checkpoint_every: object, eval_grid: object,
-                 send_ahead: object) -> None:  # fmt: skip
-    """Refuse what no single argument check sees: a foreign aggregator, settings that need
-    another one."""
-    if not isinstance(aggregator, Aggregator):
-        raise InvalidArgument(f"aggregator must be an fl_async Aggregator, got {aggregator!r}")
-    if checkpoint_every is not None and checkpoint_dir is None:
-        raise InvalidArgument("checkpoint_every needs checkpoint_dir")
-    if eval_grid is not None and clock is None:
-        raise InvalidArgument("eval_grid needs a clock (its times are virtual)")
-    check_int("send_ahead", send_ahead, minimum=1, allow_none=True)
-    if send_ahead is not None and clock is None:
-        raise InvalidArgument(
-            f"send_ahead={send_ahead} needs a clock: without one every task is awaited at once "
-            "(real devices), so none may be held back; leave send_ahead out"
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Evaluation messages for every connected node without a task in flight."""
+        busy = {task.node_id for task in self._run.book.tasks()}
+        return evaluate_messages(grid, arrays, config, busy)
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        """Average the replies' metrics weighted by ``num-examples`` (as FedAvg does), each count
+        capped as a train reply's is; a reply beyond the metric bounds, or with a bad count, is
+        left out as ``malformed`` (docs/algorithms.md, What a node claims)."""
+        return average_evaluations(replies, self._run.registry, self._run.recorder)
+
+    def _federated_evaluation(self, grid: Grid, config: ConfigRecord | None) -> None:
+        """Evaluate the final model on the nodes (the run is over: nothing else is in flight)."""
+        run = self._run
+        messages = self.configure_evaluate(
+            run.version, run.model_record(), config or ConfigRecord(), grid
         )
+        replies = grid.send_and_receive(messages, timeout=run.timeout)
+        metrics = self.aggregate_evaluate(run.version, replies)
+        if metrics is not None:
+            run.recorder.result.evaluate_metrics_clientapp[run.version] = metrics
+
+
+def _optional(name: str, value: int | None) -> int | None:
+    """``value`` checked as an int >= 1, or None."""
+    return check_int(name, value, minimum=1, allow_none=True)

@@ -145,8 +145,12 @@ class Checkpointer:
     def claim(self) -> None:
         """Make this run the directory's owner; a run that owned it before is superseded."""
         self._token = uuid.uuid4().hex  # not a modelling choice: no seed, unique per run
-        owner = {"token": self._token, "pid": os.getpid(), "host": socket.gethostname(),
-                 "claimed": time.time()}  # fmt: skip
+        owner = {
+            "token": self._token,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "claimed": time.time(),
+        }
         write_atomically(self.lease_path, json.dumps(owner))
         self._lease_seen = _stat_key(self.lease_path)
 

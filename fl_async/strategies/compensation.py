@@ -19,8 +19,9 @@ Arrays = list[np.ndarray]
 class TaskBases:
     """Every task starts from the global model (the default)."""
 
-    def base_for(self, stable_id: int, iteration: int, params: Sequence[np.ndarray],
-                 version: int) -> Arrays | None:  # fmt: skip
+    def base_for(
+        self, stable_id: int, iteration: int, params: Sequence[np.ndarray], version: int
+    ) -> Arrays | None:
         """The base of node ``stable_id``'s ``iteration``-th task, the global model being
         ``params`` at ``version``; None for the global model itself."""
         return None
@@ -45,8 +46,9 @@ class DelayCompensation(TaskBases):
         self.local_lr = float(local_lr)
         self._previous: dict[int, Arrays] = {}
 
-    def base_for(self, stable_id: int, iteration: int, params: Sequence[np.ndarray],
-                 version: int) -> Arrays | None:  # fmt: skip
+    def base_for(
+        self, stable_id: int, iteration: int, params: Sequence[np.ndarray], version: int
+    ) -> Arrays | None:
         previous = self._previous.get(stable_id)
         if previous is None or version >= iteration:
             return None

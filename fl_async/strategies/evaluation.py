@@ -14,73 +14,95 @@ from __future__ import annotations
 from collections.abc import Callable
 from logging import INFO
 
-from flwr.app import MetricRecord
+from flwr.app import ArrayRecord, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Result
 
+from fl_async.strategies.run import Run
 from fl_async.validation import InvalidArgument
 
 ShouldStop = Callable[[int, Result], bool]
 """``should_stop(server_step, result)``: True stops the run (stop reason ``should-stop``)."""
+EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+"""``evaluate_fn(server_step, arrays)``: the central evaluation of the model (None: none)."""
 
 
-class StepBoundaries:
-    """``AsyncStrategy``'s work after each server step and at each evaluation boundary."""
+class Boundaries:
+    """Central evaluations (every ``run.eval_every`` server steps and at the grid's virtual
+    times ``points``) and ``should_stop`` at each evaluation boundary."""
 
-    def _after_step(self, dispatch: Callable[[], object] | None = None) -> None:
-        """Forget departed nodes, evaluate when due, checkpoint when due. ``dispatch`` sends the
-        tasks the step allows; it runs before an evaluation that cannot stop the run, so that
-        the nodes train while the server evaluates (they get the same model either way)."""
-        version = self.aggregator.version
-        for stable, at in list(self._forget_at.items()):
-            if version >= at:
-                self.aggregator.forget(stable)
-                del self._forget_at[stable]
-        if version - self._recorder.last_eval_step >= self._eval_every:
-            if dispatch is not None:
-                dispatch()
-            self._evaluate()
-            self._ask_should_stop(version)
-        if self._checkpointer is not None and self._checkpointer.due(version):
-            self._save_checkpoint()
+    def __init__(
+        self,
+        run: Run,
+        *,
+        evaluate_fn: EvaluateFn | None,
+        should_stop: ShouldStop | None,
+        points: list[tuple[int, float]] | None = None,
+    ) -> None:
+        self.run, self.evaluate_fn = run, evaluate_fn
+        self.should_stop = check_should_stop(should_stop)
+        self.stop_requested = False
+        """Whether ``should_stop`` said yes: the loop stops before its next task."""
+        self.points = list(points or [])
+        """Grid points ``(index, virtual time)`` not evaluated yet, earliest first."""
+        self._evaluated: tuple[int, MetricRecord | None] | None = None
+        """The last server step evaluated centrally and its metrics (``_central``)."""
+
+    def due(self) -> bool:
+        """Whether an evaluation is due at the current server step."""
+        return self.run.version - self.run.recorder.last_eval_step >= self.run.eval_every
+
+    def at_step(self, dispatch: Callable[[], object] | None = None) -> None:
+        """Evaluate when due, and ask ``should_stop`` then. ``dispatch`` sends the tasks the
+        step allows; it runs before an evaluation that cannot stop the run, so that the nodes
+        train while the server evaluates (they get the same model either way)."""
+        if not self.due():
+            return
+        if dispatch is not None:
+            dispatch()
+        self.evaluate()
+        self._ask_should_stop(self.run.version)
 
     def _ask_should_stop(self, version: int) -> None:
         """Ask ``should_stop`` at this boundary, with the result so far (its ``arrays`` the
         current model); the loop stops before its next task when it says yes."""
-        if self._should_stop is None or self._stop_requested:
+        if self.should_stop is None or self.stop_requested:
             return
-        result = self._recorder.result
-        result.arrays = self._model_record()
-        if self._should_stop(version, result):
-            self._stop_requested = True
-            self._stop_detail = f"should_stop returned True at server step {version}"
+        result = self.run.recorder.result
+        result.arrays = self.run.model_record()
+        if self.should_stop(version, result):
+            self.stop_requested = True
+            self.run.stop_detail = f"should_stop returned True at server step {version}"
             log(INFO, "Stopping early after server step %d (should_stop)", version)
 
-    def _evaluate_grid(self, *, until: float, inclusive: bool = False) -> None:
+    def evaluate_grid(self, *, until: float, inclusive: bool = False) -> None:
         """Evaluate the current model at each grid time before ``until`` (or at it): it is the
         model in force then, since nothing is applied before the task that ends at ``until``."""
-        while self._grid and (self._grid[0][1] < until or inclusive and self._grid[0][1] <= until):
-            index, at = self._grid.pop(0)
-            metrics = self._central(self.aggregator.version)
+        points, version = self.points, self.run.version
+        while points and (points[0][1] < until or inclusive and points[0][1] <= until):
+            index, at = points.pop(0)
+            metrics = self._central(version)
             if metrics is not None:
-                self._recorder.grid_evaluation(index, at, self.aggregator.version, metrics)
+                self.run.recorder.grid_evaluation(index, at, version, metrics)
 
-    def _evaluate(self) -> None:
-        version = self.aggregator.version
-        self._recorder.last_eval_step = version
+    def evaluate(self) -> None:
+        """Evaluate the current model centrally and record it (at its server step)."""
+        run = self.run
+        version = run.version
+        run.recorder.last_eval_step = version
         metrics = self._central(version)
         if metrics is not None:
-            when = self._order.describe(self._recorder.elapsed())
-            self._recorder.evaluation(version, metrics, now=self._order.now, when=when)
+            when = run.order.describe(run.recorder.elapsed())
+            run.recorder.evaluation(version, metrics, now=run.order.now, when=when)
 
     def _central(self, version: int) -> MetricRecord | None:
         """``evaluate_fn`` on the current model, called once per server step: a version names
         one model, and every grid point until the next step (and an evaluation due at that
         step) sees the same one."""
-        if self._evaluate_fn is None:
+        if self.evaluate_fn is None:
             return None
         if self._evaluated is None or self._evaluated[0] != version:
-            self._evaluated = (version, self._evaluate_fn(version, self._model_record()))
+            self._evaluated = (version, self.evaluate_fn(version, self.run.model_record()))
         return self._evaluated[1]
 
 

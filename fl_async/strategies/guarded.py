@@ -14,10 +14,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 from flwr.app import MetricRecord
 
-from fl_async.aggregators import ClientUpdate, Outcome
+from fl_async.aggregators import ClientUpdate, Outcome, UpdateGuard
 from fl_async.aggregators.guard import REFUSALS, Verdict, clip
 from fl_async.protocol import Reply
+from fl_async.scheduling import DispatchPolicy
 from fl_async.strategies.checkpoint import SavedTask
+from fl_async.strategies.compensation import TaskBases
+from fl_async.strategies.membership import Membership
+from fl_async.strategies.run import Run
 from fl_async.strategies.tasks import Task
 
 _NOT_THE_NODES_FAULT = frozenset({"too-stale", "duplicate"})
@@ -39,17 +43,27 @@ class HeldReply:
     """The wall time the reply came at (its record's ``wall-time``)."""
 
 
-class GuardedApply:
-    """``AsyncStrategy``'s side of the update guard: hold, open, and apply a judged update."""
+class GuardGate:
+    """Holds, opens and applies judged updates: the reply handling's side of the guard."""
 
-    _guard_held: list[HeldReply]
-    """Updates held until the guard opens, in arrival order."""
-    _guard_queue: list[HeldReply]
-    """Updates judged when the guard opened, applied one per step (evaluations and checkpoints
-    come between them as between any steps); no task goes out while they wait, on the model
-    they are about to change."""
+    def __init__(
+        self,
+        run: Run,
+        policy: DispatchPolicy,
+        guard: UpdateGuard,
+        task_bases: TaskBases,
+        membership: Membership,
+    ) -> None:
+        self.run, self.policy, self.guard = run, policy, guard
+        self.task_bases, self.membership = task_bases, membership
+        self.held: list[HeldReply] = []
+        """Updates held until the guard opens, in arrival order."""
+        self.queue: list[HeldReply] = []
+        """Updates judged when the guard opened, applied one per step (evaluations and
+        checkpoints come between them as between any steps); no task goes out while they wait,
+        on the model they are about to change."""
 
-    def _judge(
+    def judge(
         self,
         update: ClientUpdate,
         task: Task,
@@ -61,53 +75,51 @@ class GuardedApply:
         """Hold ``update`` while the guard waits for its quorum, else apply it as judged."""
         verdict = self.guard.take_queued(update.node_id)  # judged at the opening: a resume
         if verdict is None:
-            verdict = self.guard.check(update, self.aggregator.params)
+            verdict = self.guard.check(update, self.run.rule.params)
         if not verdict.hold:
             return self._conclude(update, verdict, task, reply, duration, arrival)
-        self._guard_held.append(
-            HeldReply(task, base, update, verdict.norm, reply, duration, arrival)
-        )
-        node = self._registry.get(task.node_id)
+        self.held.append(HeldReply(task, base, update, verdict.norm, reply, duration, arrival))
+        node = self.run.registry.get(task.node_id)
         if node is not None:
-            self._registry.set_busy(node, True)  # no new task until the guard opens
+            self.run.registry.set_busy(node, True)  # no new task until the guard opens
         return None
 
-    def _release_if_ready(self) -> None:
+    def release_if_ready(self) -> None:
         """Open the guard once the quorum is met or no node may still bring a vote: each
         one in the run or with a task in flight has answered."""
-        held = [h.update.node_id for h in self._guard_held]
-        may_vote = {t.stable_id for t in self._book.tasks()}
-        may_vote.update(n.stable_id for n in self._registry.nodes.values() if not n.retired)
+        held = [h.update.node_id for h in self.held]
+        may_vote = {t.stable_id for t in self.run.book.tasks()}
+        may_vote.update(n.stable_id for n in self.run.registry.nodes.values() if not n.retired)
         if held and self.guard.ready(held, may_vote):
-            self._open_guard()
+            self.open()
 
-    def _open_guard(self) -> bool:
-        """Judge the held updates together; they are applied one per step
-        (``_apply_queued``). Whether any was held."""
-        held, self._guard_held = self._guard_held, []
+    def open(self) -> bool:
+        """Judge the held updates together; they are applied one per step (``apply_queued``).
+        Whether any was held."""
+        held, self.held = self.held, []
         if held:
             self.guard.open([(h.update, h.norm) for h in held])
-            self._guard_queue.extend(held)
+            self.queue.extend(held)
         return bool(held)
 
-    def _draining(self) -> bool:
+    def draining(self) -> bool:
         """Whether updates judged at the guard's opening wait to be applied: here, or, in a
         resumed run, as tasks sent again (given up once no task is in flight)."""
-        if self.guard.queued and not self._guard_queue and not self._book:
+        if self.guard.queued and not self.queue and not self.run.book:
             self.guard.drop_queued()
         return bool(self.guard.queued)
 
-    def _apply_queued(self) -> MetricRecord:
+    def apply_queued(self) -> MetricRecord:
         """Apply the next update judged when the guard opened."""
-        h = self._guard_queue.pop(0)
+        h = self.queue.pop(0)
         verdict = self.guard.take_queued(h.update.node_id)
-        node = self._registry.get(h.task.node_id)
+        node = self.run.registry.get(h.task.node_id)
         if node is not None:
-            self._registry.set_busy(node, False)
-        update = replace(h.update, staleness=self.aggregator.version - h.task.base_version)
+            self.run.registry.set_busy(node, False)
+        update = replace(h.update, staleness=self.run.version - h.task.base_version)
         return self._conclude(update, verdict, h.task, h.reply, h.duration, h.arrival)
 
-    def _held_tasks(self) -> list[SavedTask]:
+    def held_tasks(self) -> list[SavedTask]:
         """The tasks of the held and queued updates, as tasks in flight for a checkpoint (the
         guard's state keeps the queued ones' verdicts)."""
         return [
@@ -122,7 +134,7 @@ class GuardedApply:
                 h.base,
                 t.base is not None,
             )
-            for h in self._guard_queue + self._guard_held
+            for h in self.queue + self.held
             for t in (h.task,)
         ]
 
@@ -139,9 +151,28 @@ class GuardedApply:
         reply's record (its ``virtual-time``: now, when it is applied)."""
         outcome = self._apply_judged(update, verdict, task)
         self.policy.finished(task.stable_id, duration=duration)
-        node = self._registry.get(task.node_id)
+        self._tell_node(task, update, outcome)
+        run, norm = self.run, verdict.norm
+        values = {
+            **reply.metrics,
+            "server-step": run.version,
+            "node-id": task.node_id,
+            "stable-id": task.stable_id,
+            "staleness": update.staleness,
+            "iteration": task.iteration,
+            "virtual-time": run.order.now,
+            "wall-time": run.recorder.wall_at(arrival),
+            **({} if norm is None else {"update-norm": norm}),
+        }
+        return run.recorder.reply(values, accepted=outcome.accepted)
+
+    def _tell_node(self, task: Task, update: ClientUpdate, outcome: Outcome) -> None:
+        """The registry's, the task bases', the rule's and the guard's bookkeeping of a node
+        whose update met ``outcome``."""
+        registry = self.run.registry
+        node = registry.get(task.node_id)
         if node is not None:
-            self._registry.answered(node, update.num_examples, accepted=outcome.accepted)
+            registry.answered(node, update.num_examples, accepted=outcome.accepted)
         if outcome.accepted:
             self.task_bases.accepted(task.stable_id, update.delta)
         elif outcome.reason in REFUSALS:
@@ -150,42 +181,26 @@ class GuardedApply:
             # where one node alone passes with one-node. Its last accepted update leaves the
             # rule's cache (GSGM, MIFA, CA2FL): an update out of line may have grown through
             # it. Its next accepted one comes back.
-            self.aggregator.forget(task.stable_id)
+            self.run.rule.forget(task.stable_id)
         elif node is not None and outcome.reason not in _NOT_THE_NODES_FAULT:
-            if self._registry.rejected(node, f"update rejected: {outcome.reason}"):
-                self._leave(task.stable_id)
-        self.guard.note(
-            task.stable_id, accepted=outcome.accepted, refused=outcome.reason in REFUSALS
-        )
-        norm = verdict.norm
-        return self._recorder.reply(
-            {
-                **reply.metrics,
-                "server-step": self.aggregator.version,
-                "node-id": task.node_id,
-                "stable-id": task.stable_id,
-                "staleness": update.staleness,
-                "iteration": task.iteration,
-                "virtual-time": self._order.now,
-                "wall-time": self._recorder.wall_at(arrival),
-                **({} if norm is None else {"update-norm": norm}),
-            },
-            accepted=outcome.accepted,
-        )
+            if registry.rejected(node, f"update rejected: {outcome.reason}"):
+                self.membership.leave(task.stable_id)
+        refused = outcome.reason in REFUSALS
+        self.guard.note(task.stable_id, accepted=outcome.accepted, refused=refused)
 
     def _apply_judged(self, update: ClientUpdate, verdict: Verdict, task: Task) -> Outcome:
         """Hand ``update`` to the rule unless the guard refused it; clipped first where the
         guard says so (a ``clipped`` fault)."""
         if verdict.refused:
-            return self.aggregator.refuse(update, verdict.reason)
+            return self.run.rule.refuse(update, verdict.reason)
         if verdict.scale < 1.0:
-            self._recorder.fault(
+            self.run.recorder.fault(
                 "clipped",
                 f"node {task.node_id} (stable id {task.stable_id}): "
                 f"update norm scaled by {verdict.scale:.3g}",
             )
             update = replace(update, delta=clip(update.delta, verdict.scale))
-        outcome = self.aggregator.apply(update)
+        outcome = self.run.rule.apply(update)
         if outcome.accepted:
             self.guard.accepted(verdict, update.delta)
         return outcome

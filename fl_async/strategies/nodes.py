@@ -36,8 +36,6 @@ MAX_BACKOFF_STEPS = 64
 RETRY_DELAY = 0.1
 """With nothing else in flight, a failed node waits 0.1, 0.2, 0.4, ... wall seconds instead."""
 MAX_RETRY_DELAY = 10.0
-NO_QUERY_HANDLER = "No query function registered"
-"""What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
 QUERY_ATTEMPTS = 3
 """Identify queries a node may miss so before it is keyed by its node id."""
 AT_ONCE = "at-once"
@@ -168,8 +166,9 @@ class NodeRegistry:
         self._last_refresh = time.time()
         return True
 
-    def arrivals_and_departures(self, grid: Grid, *, timeout: float,
-                                wait: bool = True) -> tuple[list, list]:  # fmt: skip
+    def arrivals_and_departures(
+        self, grid: Grid, *, timeout: float, wait: bool = True
+    ) -> tuple[list, list]:
         """Admit nodes new to the grid; remove vanished ones. Returns ``(admitted stable ids,
         departed (node id, node) pairs)``. With ``wait=False`` a new node's identify query is
         only sent: ``admit_answered`` admits it once it answers."""
@@ -296,8 +295,10 @@ class NodeRegistry:
             WARNING,
             "node with stable id %d leaves the run after %d failed tasks or rejected updates "
             "in a row; the last: %s",
-            node.stable_id, node.strikes, why,
-        )  # fmt: skip
+            node.stable_id,
+            node.strikes,
+            why,
+        )
         return True
 
     def _admit(self, node_id: int, partition: int | None, examples: int | None) -> int | None:
@@ -341,11 +342,14 @@ class NodeRegistry:
             # the other actors wait) is not paid alone.
             self._probed = True
             answers = ask(node_ids[:1])
-            if _lacks_query_handler(answers[0]):
+            if queries.lacks_query_handler(answers[0]):
                 self.identify = False
-                log(INFO, "The ClientApp has no query handler (no @app.query()): nodes are keyed "
+                log(
+                    INFO,
+                    "The ClientApp has no query handler (no @app.query()): nodes are keyed "
                     "by their node ids, so runs are not reproducible from a seed (pass "
-                    "identify_nodes=False to skip this query)")  # fmt: skip
+                    "identify_nodes=False to skip this query)",
+                )
         if not self.identify:
             return [(None, None)] * len(node_ids)
         answers += ask(node_ids[len(answers) :])
@@ -358,9 +362,13 @@ class NodeRegistry:
         unidentified = sum(partition is None for partition, _ in found)
         if unidentified and not self._warned_unidentified:
             self._warned_unidentified = True
-            log(WARNING, "%d of %d nodes reported no partition-id: their node ids key their "
+            log(
+                WARNING,
+                "%d of %d nodes reported no partition-id: their node ids key their "
                 "state, so this run is not reproducible from a seed",
-                unidentified, len(found))  # fmt: skip
+                unidentified,
+                len(found),
+            )
 
     def _identity(self, node_id: int, reply: Message | None) -> tuple | None:
         """``(partition-id, num-examples)`` from ``reply``; None to ask again later (the node
@@ -368,8 +376,13 @@ class NodeRegistry:
         if reply is not None and reply.has_error() and reply.error.code in protocol.UNDELIVERED:
             self._missed[node_id] = self._missed.get(node_id, 0) + 1
             if self._missed[node_id] < QUERY_ATTEMPTS:
-                log(INFO, "node %d did not get the identify query (%s); it is asked again when "
-                    "next listed", node_id, reply.error.reason)  # fmt: skip
+                log(
+                    INFO,
+                    "node %d did not get the identify query (%s); it is asked again when "
+                    "next listed",
+                    node_id,
+                    reply.error.reason,
+                )
                 return None
         self._missed.pop(node_id, None)
         return protocol.read_identity(reply)
@@ -380,8 +393,3 @@ def check_identify(value: object) -> bool | str:
     if value is True or value is False or value == AT_ONCE:
         return value  # type: ignore[return-value]
     raise InvalidArgument(f"identify_nodes must be True, False or {AT_ONCE!r}, got {value!r}")
-
-
-def _lacks_query_handler(reply: Message | None) -> bool:
-    """Whether ``reply`` is Flower's error for a ClientApp with no query function."""
-    return reply is not None and reply.has_error() and NO_QUERY_HANDLER in reply.error.reason

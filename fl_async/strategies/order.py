@@ -24,8 +24,9 @@ class ReplyOrder(abc.ABC):
         self.now = 0.0
 
     @abc.abstractmethod
-    def timing(self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
-               ) -> tuple[float, float]:  # fmt: skip
+    def timing(
+        self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
+    ) -> tuple[float, float]:
         """``(start, finish)`` of a task dispatched now (finish ``inf`` when unknown)."""
 
     def track(self, msg_id: str, task: Task) -> None:  # noqa: B027 (a hook)
@@ -65,12 +66,16 @@ class VirtualOrder(ReplyOrder):
         self.clock = clock
         self._queue = TaskQueue()
 
-    def timing(self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
-               ) -> tuple[float, float]:  # fmt: skip
+    def timing(
+        self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
+    ) -> tuple[float, float]:
         duration = self.clock.duration(
-            stable_id, task_index, examples=examples, bytes_down=model_bytes,
+            stable_id,
+            task_index,
+            examples=examples,
+            bytes_down=model_bytes,
             bytes_up=model_bytes,
-        )  # fmt: skip
+        )
         return self.now, self.now + duration
 
     def track(self, msg_id: str, task: Task) -> None:
@@ -96,8 +101,9 @@ class VirtualOrder(ReplyOrder):
 class ArrivalOrder(ReplyOrder):
     """Arrival order (real time): any reply in flight is handled as soon as it is pulled."""
 
-    def timing(self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
-               ) -> tuple[float, float]:  # fmt: skip
+    def timing(
+        self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
+    ) -> tuple[float, float]:
         return time.time(), math.inf
 
     def wanted(self, book: TaskBook) -> list[str]:

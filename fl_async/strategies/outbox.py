@@ -89,8 +89,11 @@ class Outbox:
         """The replies among ``keys`` that have come, each with its key."""
         ids = [self._sent[key] for key in keys if key in self._sent]
         replies = grid.pull_messages(ids) if ids else []
-        return [(self._key_of[r.metadata.reply_to_message_id], r) for r in replies
-                if r.metadata.reply_to_message_id in self._key_of]  # fmt: skip
+        return [
+            (self._key_of[r.metadata.reply_to_message_id], r)
+            for r in replies
+            if r.metadata.reply_to_message_id in self._key_of
+        ]
 
     def forget(self, key: str) -> None:
         """``key``'s task left the book (answered, timed out or lost): stop holding it."""

@@ -320,8 +320,9 @@ class ODSGD(AsyncStrategy):
             raise ValueError(f"local_lr must be a number >= 0 or 'auto', got {local_lr!r}")
         agg = rules.ODSGD(lr=lr)
         compensation = DelayCompensation(start)
-        super().__init__(aggregator=agg, policy=OneStepDelay(warmup_steps),
-                         task_bases=compensation, **kwargs)  # fmt: skip
+        super().__init__(
+            aggregator=agg, policy=OneStepDelay(warmup_steps), task_bases=compensation, **kwargs
+        )
         if local_lr == AUTO:
             self._auto.append((compensation, "local_lr", lambda n: agg.lr / n))
         self.warmup_steps = warmup_steps

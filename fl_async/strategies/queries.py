@@ -20,10 +20,13 @@ from fl_async import protocol
 
 QUERY_QUIET = 120.0
 """Seconds without a new answer after which an identify query gives up on the nodes left."""
+NO_QUERY_HANDLER = "No query function registered"
+"""What Flower's ClientApp raises for a query it has no handler for (in the error's reason)."""
 
 
-def ask_and_wait(grid: Grid, node_ids: list[int], *, wait: float,
-                 poll_interval: float) -> list[Message | None]:  # fmt: skip
+def ask_and_wait(
+    grid: Grid, node_ids: list[int], *, wait: float, poll_interval: float
+) -> list[Message | None]:
     """Send the identify query to ``node_ids``; their replies (None: no answer in time).
 
     It waits while answers keep coming, up to ``wait``, and gives up on the rest once
@@ -82,3 +85,8 @@ class PendingQueries:
         """Forget the queries of the nodes no longer listed: they left before answering."""
         for node_id in [n for n in self._asked if n not in connected]:
             del self._asked[node_id]
+
+
+def lacks_query_handler(reply: Message | None) -> bool:
+    """Whether ``reply`` is Flower's error for a ClientApp with no query function."""
+    return reply is not None and reply.has_error() and NO_QUERY_HANDLER in reply.error.reason

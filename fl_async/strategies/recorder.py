@@ -73,9 +73,13 @@ class Recorder:
     def evaluation(self, version: int, metrics: MetricRecord, *, now: float, when: str) -> None:
         """Record a central evaluation of server step ``version`` and log it."""
         record = protocol.metric_record(
-            {**dict(metrics), "virtual-time": now, "wall-time": self.elapsed(),
-             "num-updates": self.num_updates}
-        )  # fmt: skip
+            {
+                **dict(metrics),
+                "virtual-time": now,
+                "wall-time": self.elapsed(),
+                "num-updates": self.num_updates,
+            }
+        )
         self.result.evaluate_metrics_serverapp[version] = record
         shown = ", ".join(f"{k}={v:.4g}" for k, v in dict(metrics).items())
         log(INFO, "step %d | %s | %s", version, when, shown)
@@ -84,9 +88,14 @@ class Recorder:
         """Record the evaluation of grid point ``index`` (virtual time ``at``), where the model
         in force was server step ``version``."""
         self.result.evaluate_metrics_grid[index] = protocol.metric_record(
-            {**dict(metrics), "virtual-time": at, "server-step": version,
-             "wall-time": self.elapsed(), "num-updates": self.num_updates}
-        )  # fmt: skip
+            {
+                **dict(metrics),
+                "virtual-time": at,
+                "server-step": version,
+                "wall-time": self.elapsed(),
+                "num-updates": self.num_updates,
+            }
+        )
 
     def evaluated(self, version: int) -> bool:
         """Whether server step ``version`` has been evaluated."""
@@ -100,8 +109,16 @@ class Recorder:
         value = evaluations[max(evaluations)].get(metric)
         return value is not None and float(value) >= target
 
-    def finish(self, stop: str, detail: str, arrays: ArrayRecord, *, rejected: dict[str, int],
-               server_steps: int, now: float) -> AsyncResult:  # fmt: skip
+    def finish(
+        self,
+        stop: str,
+        detail: str,
+        arrays: ArrayRecord,
+        *,
+        rejected: dict[str, int],
+        server_steps: int,
+        now: float,
+    ) -> AsyncResult:
         """The ``AsyncResult`` of the run, logged in one line."""
         result = self.result
         result.arrays = arrays
@@ -117,7 +134,13 @@ class Recorder:
             INFO if result.completed else WARNING,
             "Finished (%s%s): %d updates, %d server steps, virtual time %.1f, wall time %.1f s, "
             "faults %s, rejected %s",
-            stop, f": {detail}" if detail else "", result.num_updates, result.server_steps,
-            result.virtual_time, result.wall_time, result.faults, result.rejected,
-        )  # fmt: skip
+            stop,
+            f": {detail}" if detail else "",
+            result.num_updates,
+            result.server_steps,
+            result.virtual_time,
+            result.wall_time,
+            result.faults,
+            result.rejected,
+        )
         return result
