@@ -21,10 +21,12 @@ import numpy as np
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, Message, MetricRecord, RecordDict
 
+from fl_async.aggregators.guard import REFUSALS
 from fl_async.app import results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.protocol import to_record
+from fl_async.strategies.guarded import GuardedApply
 
 Handler = Callable[[Message], Message]
 Attack = Callable[[Handler, Sequence[Handler]], Handler]
@@ -37,6 +39,8 @@ SMALL = {
     "threads": 1,
 }
 """What keeps a run cheap: MNIST's logistic regression, five local steps of 32 examples."""
+REJECTIONS = "rejections"
+"""The key ``app_run`` adds to a history: each rejected update's ``[partition-id, reason]``."""
 NODE_IDS = 9000
 """The first node id; node ``k`` (partition ``k``) has ``NODE_IDS + 31 k``."""
 
@@ -199,10 +203,30 @@ def app_run(
         for k, attack in attackers.items():
             handlers[k] = attack(handlers[k], honest)
         grid = FakeGrid({NODE_IDS + 31 * k: h for k, h in enumerate(handlers)}, max_delay=0)
+        rejections: list[list] = []
         # The plots are left out: they cost more than the run's training.
-        with task_identity(), mock.patch.object(server_run, "write_results", _history_only):
+        with (
+            task_identity(),
+            mock.patch.object(server_run, "write_results", _history_only),
+            mock.patch.object(GuardedApply, "_apply_judged", _noting(rejections)),
+        ):
             output = server_run.run(grid, parse_run_config(run_config))
-        return json.loads((Path(output) / results.HISTORY).read_text())
+        history = json.loads((Path(output) / results.HISTORY).read_text())
+        return {**history, REJECTIONS: rejections}
+
+
+def _noting(rejections: list[list]):
+    """``GuardedApply._apply_judged`` that also notes each rejected update's partition-id and
+    reason (a history's records say only whether an update was accepted)."""
+    apply = GuardedApply._apply_judged
+
+    def apply_judged(self, update, verdict, task):
+        outcome = apply(self, update, verdict, task)
+        if not outcome.accepted:
+            rejections.append([task.stable_id, outcome.reason])
+        return outcome
+
+    return apply_judged
 
 
 def _history_only(directory: Path, history: Mapping[str, Any]) -> list[Path]:
@@ -211,6 +235,21 @@ def _history_only(directory: Path, history: Mapping[str, Any]) -> list[Path]:
     path = directory / results.HISTORY
     path.write_text(json.dumps(history))
     return [path]
+
+
+def accuracy(history: Mapping[str, Any]) -> float:
+    """The mean central test accuracy over the second half of the run's virtual-time grid
+    (``eval-grid``): what a run reached, without one evaluation's swing."""
+    points = [e["accuracy"] for e in history["grid-evaluations"]]
+    half = points[len(points) // 2 :]
+    return sum(half) / len(half)
+
+
+def honest_refused(history: Mapping[str, Any], attackers: set[int]) -> int:
+    """How many updates of nodes not in ``attackers`` (partition-ids) the update guard refused."""
+    return sum(
+        1 for node, reason in history[REJECTIONS] if node not in attackers and reason in REFUSALS
+    )
 
 
 def first_applied(history: Mapping[str, Any]) -> int:

@@ -66,9 +66,16 @@ def _effects(result: dict, attacks: list[str]) -> list[str]:
     return lines
 
 
+def _counted(result: dict) -> str:
+    """What the honest-refusal counts hold: the guard's refusals, or (the first result) every
+    honest update not applied."""
+    return "refused by the guard" if result.get("honest-counted") == "guard" else "not applied"
+
+
 def _counts(result: dict, attacks: list[str]) -> list[str]:
+    counted = _counted(result)
     lines = [
-        "| attack | bound (points) | honest updates refused | attackers' updates accepted "
+        f"| attack | bound (points) | honest updates {counted} | attackers' updates accepted "
         "| updates clipped | faults |",
         "|---|---|---|---|---|---|",
     ]
@@ -117,6 +124,12 @@ def table(result: dict) -> str:
     the false refusals of every split's honest runs."""
     attacks = result["attack-names"]
     seeds = ", ".join(str(s) for s in result["seeds"])
+    budgets = result.get("budgets")
+    horizon = (
+        f"Budgets (virtual time, by seed): {', '.join(f'{t:.0f}' for t in budgets.values())}. "
+        if budgets
+        else f"Budget: virtual time {result['setting']['max-virtual-time']:.0f}. "
+    )
     return "\n".join(
         [
             labelled_caption(result, "python benchmarks/attacks.py"),
@@ -125,7 +138,7 @@ def table(result: dict) -> str:
             f"virtual-time grid ({result['grid']} points); each cell the attacked run's less the "
             f"honest run's of the same seed, in points, the mean and the range over seeds "
             f"{seeds}; **not defended** where a seed lost more than the bound or an honest "
-            f"update was refused. ALIE's z: {result['alie-z']}.",
+            f"update was {_counted(result)}. {horizon}ALIE's z: {result['alie-z']}.",
             "",
             *_effects(result, attacks),
             "",
