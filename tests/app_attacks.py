@@ -108,7 +108,10 @@ class Scaled(Rewriter):
         super().__init__(handler)
         self.multiple = multiple
 
-    def rewrite(self, message, base, trained):  # noqa: D102
+    def rewrite(
+        self, message: Message, base: list[np.ndarray], trained: list[np.ndarray]
+    ) -> list[np.ndarray]:
+        """``base`` less ``multiple(t)`` times the honest update."""
         scale = self.multiple(self.tasks)
         return with_update(base, trained, [scale * u for u in update_of(base, trained)])
 
@@ -127,7 +130,10 @@ class Colluding(Rewriter):
         super().__init__(handler)
         self.honest, self.combine = list(honest), combine
 
-    def rewrite(self, message, base, trained):  # noqa: D102
+    def rewrite(
+        self, message: Message, base: list[np.ndarray], trained: list[np.ndarray]
+    ) -> list[np.ndarray]:
+        """``base`` less ``combine`` of the honest nodes' updates on ``message``'s task."""
         updates = []
         for node in self.honest:
             theirs = node(message).content.array_records["arrays"].to_numpy_ndarrays()
@@ -161,7 +167,8 @@ class Claiming(Rewriter):
         super().__init__(handler)
         self.count, self.extra = count, extra
 
-    def metrics(self, metrics):  # noqa: D102
+    def metrics(self, metrics: dict[str, Any]) -> MetricRecord:
+        """The ClientApp's metrics with the claimed count and the made-up ones."""
         if self.count is not None:
             metrics["num-examples"] = self.count
         metrics.update({f"made-up-metric-{k}": float(k) for k in range(self.extra)})
@@ -215,12 +222,12 @@ def app_run(
         return {**history, REJECTIONS: rejections}
 
 
-def _noting(rejections: list[list]):
+def _noting(rejections: list[list]) -> Callable[..., Any]:
     """``GuardedApply._apply_judged`` that also notes each rejected update's partition-id and
     reason (a history's records say only whether an update was accepted)."""
     apply = GuardedApply._apply_judged
 
-    def apply_judged(self, update, verdict, task):
+    def apply_judged(self: GuardedApply, update: Any, verdict: Any, task: Any) -> Any:
         outcome = apply(self, update, verdict, task)
         if not outcome.accepted:
             rejections.append([task.stable_id, outcome.reason])
