@@ -26,7 +26,7 @@ from fl_async.app import results, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.protocol import to_record
-from fl_async.strategies.guarded import GuardedApply
+from fl_async.strategies.guarded import GuardGate
 
 Handler = Callable[[Message], Message]
 Attack = Callable[[Handler, Sequence[Handler]], Handler]
@@ -215,7 +215,7 @@ def app_run(
         with (
             task_identity(),
             mock.patch.object(server_run, "write_results", _history_only),
-            mock.patch.object(GuardedApply, "_apply_judged", _noting(rejections)),
+            mock.patch.object(GuardGate, "_apply_judged", _noting(rejections)),
         ):
             output = server_run.run(grid, parse_run_config(run_config))
         history = json.loads((Path(output) / results.HISTORY).read_text())
@@ -223,11 +223,11 @@ def app_run(
 
 
 def _noting(rejections: list[list]) -> Callable[..., Any]:
-    """``GuardedApply._apply_judged`` that also notes each rejected update's partition-id and
+    """``GuardGate._apply_judged`` that also notes each rejected update's partition-id and
     reason (a history's records say only whether an update was accepted)."""
-    apply = GuardedApply._apply_judged
+    apply = GuardGate._apply_judged
 
-    def apply_judged(self: GuardedApply, update: Any, verdict: Any, task: Any) -> Any:
+    def apply_judged(self: GuardGate, update: Any, verdict: Any, task: Any) -> Any:
         outcome = apply(self, update, verdict, task)
         if not outcome.accepted:
             rejections.append([task.stable_id, outcome.reason])
