@@ -75,9 +75,11 @@ def read_history(path: Path) -> dict[str, Any]:
     """The ``history.json`` at ``path``; ``InvalidArgument`` in one line when it is damaged or
     another program's, naming the file and what to do."""
     return read_json(
-        path, "run history", keys=HISTORY_KEYS,
+        path,
+        "run history",
+        keys=HISTORY_KEYS,
         fix="delete its run folder (a suite runs it again) or restore the file",
-    )  # fmt: skip
+    )
 
 
 def write_results(directory: Path, history: Mapping[str, Any]) -> list[Path]:
