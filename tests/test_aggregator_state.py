@@ -138,9 +138,12 @@ def test_results_do_not_depend_on_chunk_size_or_threads(name, monkeypatch):
     whole = run()  # each of these tiny arrays is one chunk
     monkeypatch.setattr(kernels, "CHUNK", 5)
     monkeypatch.setattr(kernels, "THREADS", 3)
-    split = run()  # the 12-value array in three chunks, spread over three threads
-    assert split.version == whole.version > 1
-    _assert_same_state(whole, split)
+    parts = run()  # the 12-value array in three chunks, three parts run in this thread
+    monkeypatch.setattr(kernels, "THREADED_MIN", 0)
+    threaded = run()  # the same parts spread over three threads
+    for split in (parts, threaded):
+        assert split.version == whole.version > 1
+        _assert_same_state(whole, split)
 
 
 def test_a_scratch_buffer_made_under_a_smaller_chunk_is_not_reused(monkeypatch):

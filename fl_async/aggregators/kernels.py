@@ -24,6 +24,11 @@ which outweighs the second core (benchmarks/PERFORMANCE.md, "The chunks")."""
 THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads a rule's chunks are spread over (numpy releases the GIL inside its kernels)."""
 
+THREADED_MIN = CHUNK
+"""Elements below which a pass runs its parts one after another in the calling thread: handing a
+few thousand values to a pool thread and back (a model of several small arrays is several
+chunks) cost more than the arithmetic, on every kernel call of every update."""
+
 IN_PLACE_LIMIT = 1e30
 """Bound on every array below which a rule may update its state in place: far from float32's
 3.4e38, so rounding in the running bounds cannot matter."""
@@ -71,9 +76,13 @@ def run_chunked(
     threads = min(THREADS, len(chunks))
     if threads <= 1:
         return _run_part(kernel, chunks, scratch)
+    parts = [chunks[i::threads] for i in range(threads)]
+    if sum(c[0].size for c in chunks) < THREADED_MIN:
+        # The same parts summed in the same order as with threads: the same bits.
+        first = _run_part(kernel, parts[0], scratch)
+        return first + sum(_run_part(kernel, part, scratch) for part in parts[1:])
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="fl-async-agg")
-    parts = [chunks[i::threads] for i in range(threads)]
     futures = [_pool.submit(_run_part, kernel, part, scratch) for part in parts[1:]]
     return _run_part(kernel, parts[0], scratch) + sum(f.result() for f in futures)
 
