@@ -119,8 +119,11 @@ def measure_rules(
         before = time_copy(model, repeats=15)
         seconds = time_rule(make(), model, deltas, updates, num_nodes=10, with_base=with_base)
         copy_s = (before + time_copy(model, repeats=15)) / 2
-        results[name] = {"ms_per_update": seconds * 1e3, "copy_ms": copy_s * 1e3,
-                         "x_copy": seconds / copy_s}  # fmt: skip
+        results[name] = {
+            "ms_per_update": seconds * 1e3,
+            "copy_ms": copy_s * 1e3,
+            "x_copy": seconds / copy_s,
+        }
         print(f"{name:24s} {seconds * 1e3:10.2f} {copy_s * 1e3:8.2f} {seconds / copy_s:8.2f}")
     return {"params": params, "with_base": with_base, "rules": results}
 
@@ -172,8 +175,16 @@ def main() -> None:
         "gsgm_ratio<=1.5": scaling["ratio"] <= 1.5,
     }
     print(f"targets: {targets}")
-    write({**started, **measured, "updates": args.updates, "gsgm_scaling": scaling,
-           "targets": targets}, args.out)  # fmt: skip
+    write(
+        {
+            **started,
+            **measured,
+            "updates": args.updates,
+            "gsgm_scaling": scaling,
+            "targets": targets,
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -55,22 +55,36 @@ def main() -> None:
     parser.add_argument("--strategy", default="gsgm")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        config = (f"strategy='{args.strategy}' partition.scheme='iid' local-epochs=1 "
-                  f"max-updates={args.updates} num-rounds=100 output-dir='{tmp}'")  # fmt: skip
-        command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent),
-                   "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
+        config = (
+            f"strategy='{args.strategy}' partition.scheme='iid' local-epochs=1 "
+            f"max-updates={args.updates} num-rounds=100 output-dir='{tmp}'"
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "fl_async.app",
+            "--app",
+            str(HERE.parent),
+            "--nodes",
+            str(args.nodes),
+            "--run-config",
+            config,
+        ]
         started = time.time()
         code, peaks = run_sampled(command, subprocess.DEVNULL)
         history = json.loads(Path(tmp, "history.json").read_text()) if code == 0 else {}
     result = {
-        "nodes": args.nodes, "updates": history.get("num-updates"), "strategy": args.strategy,
-        "exit-code": code, "wall-seconds": round(time.time() - started, 1),
+        "nodes": args.nodes,
+        "updates": history.get("num-updates"),
+        "strategy": args.strategy,
+        "exit-code": code,
+        "wall-seconds": round(time.time() - started, 1),
         "peak-pss-gib": round(peaks["pss"] / 2**30, 3),
         "peak-rss-gib": round(peaks["rss"] / 2**30, 3),
         "processes-at-peak": peaks["processes"],
         "groups-at-peak-gib": {k: round(v["pss"] / 2**30, 3) for k, v in peaks["groups"].items()},
         "final-accuracy": history.get("final-accuracy"),
-    }  # fmt: skip
+    }
     out = HERE / "results" / f"app-memory-{args.nodes}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

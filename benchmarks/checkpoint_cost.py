@@ -37,22 +37,38 @@ def history(records: int, eval_every: int) -> tuple[dict, dict]:
     """Update records and central evaluations shaped like a real run's (``history.json``)."""
     rng = np.random.default_rng(0)
     train = {
-        i: protocol.metric_record({
-            "train-loss": float(rng.random()), "train-accuracy": float(rng.random()),
-            "num-examples": 50, "examples-processed": 500, "steps": 20, "partition-id": i % 30,
-            "server-step": i - 1, "node-id": 5833775824042702624 + i % 30, "stable-id": i % 30,
-            "staleness": int(rng.integers(0, 30)), "iteration": i // 30,
-            "virtual-time": 6.1 * i, "wall-time": 0.1 * i, "accepted": 1,
-        })
+        i: protocol.metric_record(
+            {
+                "train-loss": float(rng.random()),
+                "train-accuracy": float(rng.random()),
+                "num-examples": 50,
+                "examples-processed": 500,
+                "steps": 20,
+                "partition-id": i % 30,
+                "server-step": i - 1,
+                "node-id": 5833775824042702624 + i % 30,
+                "stable-id": i % 30,
+                "staleness": int(rng.integers(0, 30)),
+                "iteration": i // 30,
+                "virtual-time": 6.1 * i,
+                "wall-time": 0.1 * i,
+                "accepted": 1,
+            }
+        )
         for i in range(1, records + 1)
-    }  # fmt: skip
+    }
     evaluations = {
-        step: protocol.metric_record({
-            "accuracy": float(rng.random()), "loss": float(rng.random()),
-            "virtual-time": 6.1 * step, "wall-time": 0.1 * step, "num-updates": step,
-        })
+        step: protocol.metric_record(
+            {
+                "accuracy": float(rng.random()),
+                "loss": float(rng.random()),
+                "virtual-time": 6.1 * step,
+                "wall-time": 0.1 * step,
+                "num-updates": step,
+            }
+        )
         for step in range(0, records + 1, eval_every)
-    }  # fmt: skip
+    }
     return train, evaluations
 
 
@@ -60,11 +76,24 @@ def state_of(params: int, train: dict, evaluations: dict) -> RunState:
     """A run state: an aggregator holding the model, and the history tables."""
     model = [np.random.default_rng(1).standard_normal(params).astype(np.float32)]
     return RunState(
-        keys=["w"], aggregator={"version": len(train), "model": model}, policy={}, clock=None,
-        order={"now": 1.0}, task_bases={}, num_updates=len(train), num_replies=len(train),
-        faults={}, last_eval_step=max(evaluations), train_config={}, nodes={}, forget_at={},
-        in_flight=[], train_metrics=train, evaluate_metrics=evaluations, grid_metrics={},
-    )  # fmt: skip
+        keys=["w"],
+        aggregator={"version": len(train), "model": model},
+        policy={},
+        clock=None,
+        order={"now": 1.0},
+        task_bases={},
+        num_updates=len(train),
+        num_replies=len(train),
+        faults={},
+        last_eval_step=max(evaluations),
+        train_config={},
+        nodes={},
+        forget_at={},
+        in_flight=[],
+        train_metrics=train,
+        evaluate_metrics=evaluations,
+        grid_metrics={},
+    )
 
 
 def head(table: dict, count: int) -> dict:
@@ -96,16 +125,20 @@ def measure(records: int, args: argparse.Namespace) -> dict:
     state = state_of(args.params, train, evaluations)
     times: dict[str, list[float]] = {"whole": [], "journal": []}
     with tempfile.TemporaryDirectory() as whole, tempfile.TemporaryDirectory() as journal:
-        arms = {"whole": lambda: save_whole(Path(whole), state),
-                "journal": lambda: save_journal(Path(journal), state, args.every)}  # fmt: skip
+        arms = {
+            "whole": lambda: save_whole(Path(whole), state),
+            "journal": lambda: save_journal(Path(journal), state, args.every),
+        }
         for pair in range(args.pairs):
             for arm in ("whole", "journal") if pair % 2 == 0 else ("journal", "whole"):
                 times[arm].append(arms[arm]())
         loaded = [Checkpointer(Path(folder), None).load() for folder in (whole, journal)]
         same = statefile.dumps(to_tree(loaded[0])) == statefile.dumps(to_tree(loaded[1]))
-        sizes = {"whole": (Path(whole) / FILENAME).stat().st_size,
-                 "journal": (Path(journal) / FILENAME).stat().st_size,
-                 "journal_file": (Path(journal) / JOURNAL).stat().st_size}  # fmt: skip
+        sizes = {
+            "whole": (Path(whole) / FILENAME).stat().st_size,
+            "journal": (Path(journal) / FILENAME).stat().st_size,
+            "journal_file": (Path(journal) / JOURNAL).stat().st_size,
+        }
     medians = {arm: statistics.median(values) for arm, values in times.items()}
     return {
         "records": records,
@@ -127,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="checkpoint_cost.json")
     args = parser.parse_args(argv)
     result = header("checkpoint_cost")
-    result.update(params=args.params, every=args.every, eval_every=args.eval_every,
-                  pairs=args.pairs)  # fmt: skip
+    result.update(
+        params=args.params, every=args.every, eval_every=args.eval_every, pairs=args.pairs
+    )
     result["results"] = [measure(int(n), args) for n in args.records.split(",")]
     print(write(result, args.out))
     return 0

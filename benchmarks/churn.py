@@ -53,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # __exit__ stops every process
     plan = schedule(
-        seed=args.seed, nodes=args.nodes, duration=args.duration,
-        every=args.kill_every, down=args.down,
-    )  # fmt: skip
+        seed=args.seed,
+        nodes=args.nodes,
+        duration=args.duration,
+        every=args.kill_every,
+        down=args.down,
+    )
     with FlowerDeployment(workdir / "flower", startup_timeout=args.startup_timeout) as fleet:
         fleet.start_superlink()
         for k in range(args.nodes):
@@ -115,9 +118,12 @@ def schedule(
     for k in range(1, int(duration // every)):
         at = k * every + float(rng.uniform(-every / 4, every / 4))
         plan.append(
-            {"at": round(at, 1), "partition": int(rng.integers(nodes)),
-             "restart": round(at + float(rng.uniform(down / 2, down * 1.5)), 1)}
-        )  # fmt: skip
+            {
+                "at": round(at, 1),
+                "partition": int(rng.integers(nodes)),
+                "restart": round(at + float(rng.uniform(down / 2, down * 1.5)), 1),
+            }
+        )
     return plan
 
 
@@ -226,8 +232,12 @@ def memory_growth(samples: list[list[float]], column: int) -> dict[str, float | 
     quarter = len(seen) // 4
     first = max(s[column] for s in seen[:quarter])
     last = max(s[column] for s in seen[-quarter:])
-    return {"first-quarter-max": first, "last-quarter-max": last,
-            "growth": round(last - first, 1), "max": max(s[column] for s in seen)}  # fmt: skip
+    return {
+        "first-quarter-max": first,
+        "last-quarter-max": last,
+        "growth": round(last - first, 1),
+        "max": max(s[column] for s in seen),
+    }
 
 
 def applied_twice(updates: list[dict[str, Any]]) -> list[list[int]]:
@@ -263,9 +273,12 @@ def _by_partition(updates: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _result(
-    args: argparse.Namespace, history: dict[str, Any], samples: list[list[float]],
-    events: list[dict[str, Any]], left: list[int],
-) -> dict[str, Any]:  # fmt: skip
+    args: argparse.Namespace,
+    history: dict[str, Any],
+    samples: list[list[float]],
+    events: list[dict[str, Any]],
+    left: list[int],
+) -> dict[str, Any]:
     server, link = memory_growth(samples, 1), memory_growth(samples, 2)
     twice = applied_twice(history["updates"])
     kills = sum(e["action"] == "kill" for e in events)

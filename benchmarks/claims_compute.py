@@ -63,23 +63,59 @@ _SWEEP_RUNS = {
     "ssp": "tuned:asgd",  # ASGD paced by SSP: at most ASGD's updates
 }
 SUITES: dict[str, dict[str, Any]] = {
-    "claims-a-dir": {"scenario": "a", "source": "sweep", "split": "dirichlet", "rounds": 30,
-                     "factor": 1.5, "runs": _SWEEP_RUNS, DEFAULTS: True},
-    **{f"claims-alpha{a}": {"scenario": "a", "source": f"gsgm-eval-alpha{a}",
-                            "split": "dirichlet", "rounds": 30, "factor": 1.0,
-                            "runs": {p: p for p in ("ssgd", "asgd", "gsgm")}}
-       for a in ("0.05", "0.5", "1.0")},
-    "claims-s30": {"scenario": "s", "source": "s30", "split": "natural", "rounds": 40,
-                   "factor": 1.0, "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}}},
-    "claims-a-ls": {"scenario": "a", "source": "sweep", "split": "label-skew", "rounds": 50,
-                    "factor": 1.5, "runs": _SWEEP_RUNS},
-    "claims-b": {"scenario": "b", "source": "gsgm-eval-b", "split": "dirichlet", "rounds": 30,
-                 "factor": 1.0, "runs": {p: p for p in ("ssgd", "gsgm", "asgd")}},
-    "claims-s100": {"scenario": "s", "source": "s100", "split": "natural", "rounds": 50,
-                    "factor": 1.0, "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff",
-                                                                               "fedasync",
-                                                                               "fadas")}}},
-}  # fmt: skip
+    "claims-a-dir": {
+        "scenario": "a",
+        "source": "sweep",
+        "split": "dirichlet",
+        "rounds": 30,
+        "factor": 1.5,
+        "runs": _SWEEP_RUNS,
+        DEFAULTS: True,
+    },
+    **{
+        f"claims-alpha{a}": {
+            "scenario": "a",
+            "source": f"gsgm-eval-alpha{a}",
+            "split": "dirichlet",
+            "rounds": 30,
+            "factor": 1.0,
+            "runs": {p: p for p in ("ssgd", "asgd", "gsgm")},
+        }
+        for a in ("0.05", "0.5", "1.0")
+    },
+    "claims-s30": {
+        "scenario": "s",
+        "source": "s30",
+        "split": "natural",
+        "rounds": 40,
+        "factor": 1.0,
+        "runs": {"ssgd": "ssgd", **{p: "asgd" for p in (*ASYNC, "ssp")}},
+    },
+    "claims-a-ls": {
+        "scenario": "a",
+        "source": "sweep",
+        "split": "label-skew",
+        "rounds": 50,
+        "factor": 1.5,
+        "runs": _SWEEP_RUNS,
+    },
+    "claims-b": {
+        "scenario": "b",
+        "source": "gsgm-eval-b",
+        "split": "dirichlet",
+        "rounds": 30,
+        "factor": 1.0,
+        "runs": {p: p for p in ("ssgd", "gsgm", "asgd")},
+    },
+    "claims-s100": {
+        "scenario": "s",
+        "source": "s100",
+        "split": "natural",
+        "rounds": 50,
+        "factor": 1.0,
+        "runs": {"ssgd": "ssgd", **{p: "asgd" for p in ("fedbuff", "fedasync", "fadas")}},
+    },
+}
 CUT = ("claims-a-ls", "claims-b", "claims-s100")
 """The suites the amended protocol cut before any run (estimated, not run)."""
 
@@ -130,9 +166,12 @@ def suite_estimate(plan: Mapping[str, Any], records: Records, tuned: Mapping) ->
         "inputs": walls,
         "wall-per-seed": mean,
         "hours": mean * scale * SEEDS / 3600,
-        "longest": {"run": longest_name, "seed": int(longest_seed),
-                    "hours": walls[longest_name][longest_seed] * scale / 3600},
-    }  # fmt: skip
+        "longest": {
+            "run": longest_name,
+            "seed": int(longest_seed),
+            "hours": walls[longest_name][longest_seed] * scale / 3600,
+        },
+    }
 
 
 def _shown(folder: Path) -> str:

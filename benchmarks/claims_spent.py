@@ -63,8 +63,9 @@ def run_hours(suite: Mapping[str, Any], run: str) -> float:
     return sum(walls.values()) / len(walls) * scale / 3600
 
 
-def suite_spent(suite: Mapping[str, Any], records: Mapping[str, Any], *, seeds: int,
-                two_at_a_time: float) -> dict[str, Any]:  # fmt: skip
+def suite_spent(
+    suite: Mapping[str, Any], records: Mapping[str, Any], *, seeds: int, two_at_a_time: float
+) -> dict[str, Any]:
     """One suite's runs finished, their estimated hours and the hours spent on them."""
     runs = {run: by_seed for split in records.values() for run, by_seed in split.items()}
     unplanned = sorted(set(runs) - set(suite["runs"]))
@@ -100,8 +101,12 @@ def main() -> None:
     for folder in args.folders:
         if folder.name not in suites:
             raise SystemExit(f"{folder}: no suite {folder.name!r} in {args.compute}")
-        spent = suite_spent(suites[folder.name], load_records(folder), seeds=compute["seeds"],
-                            two_at_a_time=compute["two-at-a-time"])  # fmt: skip
+        spent = suite_spent(
+            suites[folder.name],
+            load_records(folder),
+            seeds=compute["seeds"],
+            two_at_a_time=compute["two-at-a-time"],
+        )
         result["suites"].append(spent)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     write(result, args.out / f"claims-spent-{stamp}-{result['commit']}.json")

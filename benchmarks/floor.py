@@ -46,16 +46,28 @@ from scale import git_commit, provenance
 HERE = Path(__file__).resolve().parent
 WORKLOADS = {
     "main": ["--run-config", "num-rounds=10 seed=5"],
-    "asgd": ["--nodes", "10", "--run-config",
-             "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5"],
-    "synthetic-steps1": ["--nodes", "20", "--run-config",
-                         "dataset='synthetic' local-steps=1 num-rounds=50 seed=5"],
+    "asgd": [
+        "--nodes",
+        "10",
+        "--run-config",
+        "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5",
+    ],
+    "synthetic-steps1": [
+        "--nodes",
+        "20",
+        "--run-config",
+        "dataset='synthetic' local-steps=1 num-rounds=50 seed=5",
+    ],
     "main-send-ahead": ["--run-config", "num-rounds=10 seed=5 send-ahead=5"],
-    "asgd-send-ahead": ["--nodes", "10", "--run-config",
-                        "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5 send-ahead=5"],
+    "asgd-send-ahead": [
+        "--nodes",
+        "10",
+        "--run-config",
+        "strategy='asgd' partition.alpha=0.1 num-rounds=20 seed=5 send-ahead=5",
+    ],
     "main-gpu4": ["--gpus-per-actor", "0.25", "--run-config", "num-rounds=10 seed=5"],
     "main-gpu16": ["--gpus-per-actor", "0.0625", "--run-config", "num-rounds=10 seed=5"],
-}  # fmt: skip
+}
 """The issue's two workloads, the fixed cost per update (one local step, a linear model), the
 two workloads with tasks sent ahead in virtual-finish order (``send-ahead``), and the main
 workload with its actors training on one GPU, 4 or 16 of them sharing it (``main-gpu4``,
@@ -68,8 +80,12 @@ MILESTONES = {
     "finished": r"Finished \(",
     "command-done": r"^fl-async: (done|failed|stopped)",
 }
-ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-       "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}  # fmt: skip
+ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+}
 
 
 def group_of(pid: int) -> str:
@@ -80,9 +96,14 @@ def group_of(pid: int) -> str:
     except OSError:
         return "gone"
     line = " ".join(words)
-    for needle, group in (("ClientAppActor", "Ray actor"), ("flwr-simulation", "simulation"),
-                          ("flower-superlink", "SuperLink"), ("flower-superexec", "SuperExec"),
-                          ("fl_async.app", "launcher"), ("flwr run", "flwr run")):  # fmt: skip
+    for needle, group in (
+        ("ClientAppActor", "Ray actor"),
+        ("flwr-simulation", "simulation"),
+        ("flower-superlink", "SuperLink"),
+        ("flower-superexec", "SuperExec"),
+        ("fl_async.app", "launcher"),
+        ("flwr run", "flwr run"),
+    ):
         if needle in line:
             return group
     return "Ray services" if "ray" in line else "other"
@@ -139,8 +160,9 @@ class CpuSampler(threading.Thread):
         self._halt.set()
         self.join()
         groups: dict[str, float] = {}
-        actors = sorted((cpu for group, cpu in self.seen.values() if group == "Ray actor"),
-                        reverse=True)  # fmt: skip
+        actors = sorted(
+            (cpu for group, cpu in self.seen.values() if group == "Ray actor"), reverse=True
+        )
         for group, cpu in self.seen.values():
             if group != "Ray actor":
                 groups[group] = round(groups.get(group, 0.0) + cpu, 2)
@@ -162,8 +184,14 @@ def run_command(workload: str, output: Path, app: Path = HERE.parent) -> dict[st
     milestones: dict[str, float] = {}
     snapshots: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env={**os.environ, **ENV}, cwd=app) as process:  # fmt: skip
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **ENV},
+        cwd=app,
+    ) as process:
         sampler = CpuSampler(process.pid)
         sampler.start()
         tail: list[str] = []
@@ -179,9 +207,13 @@ def run_command(workload: str, output: Path, app: Path = HERE.parent) -> dict[st
     cpu = sampler.stop()
     if code != 0:
         raise RuntimeError(f"{workload}: exit {code}:\n" + "\n".join(tail))
-    return {"command-wall": round(wall, 2), "milestones": milestones, "cpu": cpu,
-            "cpu-in-run": _between(snapshots, "step-0-evaluated", "finished"),
-            "cores-busy": round(cpu["total"] / wall, 2)}  # fmt: skip
+    return {
+        "command-wall": round(wall, 2),
+        "milestones": milestones,
+        "cpu": cpu,
+        "cpu-in-run": _between(snapshots, "step-0-evaluated", "finished"),
+        "cores-busy": round(cpu["total"] / wall, 2),
+    }
 
 
 def _between(snapshots: dict[str, dict[str, float]], first: str, last: str) -> dict[str, float]:
@@ -233,8 +265,17 @@ def measure(workload: str, processes: int) -> dict[str, Any]:
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Median, min and max of each figure over the repeats."""
-    keys = ("efficiency", "run-wall", "floor", "startup", "command-wall", "first-update-wall",
-            "run-ms-per-update", "floor-ms-per-update", "cores-busy")  # fmt: skip
+    keys = (
+        "efficiency",
+        "run-wall",
+        "floor",
+        "startup",
+        "command-wall",
+        "first-update-wall",
+        "run-ms-per-update",
+        "floor-ms-per-update",
+        "cores-busy",
+    )
     return {k: _spread([r[k] for r in runs]) for k in keys}
 
 
@@ -250,8 +291,11 @@ def _workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{workload} {k + 1}/{args.repeats}: {json.dumps(shown)}", flush=True)
     out = {"command": WORKLOADS[workload], "summary": summarise(runs), "runs": runs}
     if baseline:
-        out["baseline"] = {"runs": baseline, "startup": _spread([r["startup"] for r in baseline]),
-                           "run-wall": _spread([r["run-wall"] for r in baseline])}  # fmt: skip
+        out["baseline"] = {
+            "runs": baseline,
+            "startup": _spread([r["startup"] for r in baseline]),
+            "run-wall": _spread([r["run-wall"] for r in baseline]),
+        }
     return out
 
 
@@ -275,13 +319,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="what this result measures (free text)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
-        "--baseline", type=Path, default=None, metavar="CHECKOUT",
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
         help="also run each workload from this checkout (e.g. a git worktree at an older "
         "commit) right after each repeat, for paired start-up times",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"benchmark": "floor", **provenance(), "label": args.label,
-                              "cores": os.cpu_count(), "gpu": _gpu(), "workloads": {}}  # fmt: skip
+    result: dict[str, Any] = {
+        "benchmark": "floor",
+        **provenance(),
+        "label": args.label,
+        "cores": os.cpu_count(),
+        "gpu": _gpu(),
+        "workloads": {},
+    }
     if args.baseline is not None:
         result["baseline-commit"] = git_commit(args.baseline)
     for workload in args.workload or ["main", "asgd"]:

@@ -61,8 +61,13 @@ def _worker(config: dict, tasks: mp.Queue, ready: mp.Queue, go: Any, done: mp.Qu
     data = [load_node_data({**node_config, "partition-id": p}, config) for p in range(nodes)]
     model = new_model(DataSpec.from_config(config), data[0].data)
     spec = TrainSpec.from_configs({}, config)
-    settings = dict(batch_size=spec.batch_size, lr=spec.lr, momentum=spec.momentum,
-                    weight_decay=spec.weight_decay, proximal_mu=spec.proximal_mu)  # fmt: skip
+    settings = dict(
+        batch_size=spec.batch_size,
+        lr=spec.lr,
+        momentum=spec.momentum,
+        weight_decay=spec.weight_decay,
+        proximal_mu=spec.proximal_mu,
+    )
 
     def run(task: Task) -> None:
         kind, partition, steps = task

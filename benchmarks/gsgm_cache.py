@@ -85,8 +85,10 @@ def warmed_up(params: int, nodes: int, cache_dir: str) -> tuple[GSGM, GSGM, list
         for node in range(nodes):  # warm up: every node cached, its row written
             agg.apply(ClientUpdate(node_id=node, delta=deltas[node % 3]))
     node_mb = memory.cache_usage.memory_bytes / nodes / 2**20
-    print(f"{params:,} values, {nodes:,} nodes ({node_mb:.2f} MiB a node): "
-          f"memory {memory.cache_usage}, disk {disk.cache_usage}")  # fmt: skip
+    print(
+        f"{params:,} values, {nodes:,} nodes ({node_mb:.2f} MiB a node): "
+        f"memory {memory.cache_usage}, disk {disk.cache_usage}"
+    )
     return memory, disk, deltas
 
 
@@ -97,8 +99,10 @@ def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) ->
     every = {arm: {"memory": [], "disk": []} for arm in ratios}
     faults = {arm: {"memory": 0, "disk": 0} for arm in ratios}
     for r in range(rounds):
-        updates = [ClientUpdate(node_id=(r * block + i) % nodes, delta=deltas[(r * block + i) % 3])
-                   for i in range(block)]  # fmt: skip
+        updates = [
+            ClientUpdate(node_id=(r * block + i) % nodes, delta=deltas[(r * block + i) % 3])
+            for i in range(block)
+        ]
         arm = "cold" if r % 2 else "disk"
         order = [(memory, "memory", False), (disk, "disk", arm == "cold")]
         medians = {}
@@ -110,8 +114,12 @@ def measure(params: int, nodes: int, rounds: int, block: int, cache_dir: str) ->
         ratios[arm].append(medians["disk"] / medians["memory"])
     if not all(np.array_equal(a, b) for a, b in zip(memory.params, disk.params, strict=True)):
         raise AssertionError("the spilled cache changed the model")
-    summary: dict[str, Any] = {"params": sum(p.size for p in memory.params), "nodes": nodes,
-                               "block": block, "same_model": True}  # fmt: skip
+    summary: dict[str, Any] = {
+        "params": sum(p.size for p in memory.params),
+        "nodes": nodes,
+        "block": block,
+        "same_model": True,
+    }
     for arm, rows in ratios.items():
         summary[arm] = summarise(rows, every[arm], faults[arm])
         print(f"  {arm:5s}: {summary[arm]}")

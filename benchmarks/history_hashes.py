@@ -26,8 +26,18 @@ PRESETS = [
 ]
 RUN_CONFIG = "num-rounds=2 max-updates=12 local-epochs=1 eval-every=4 seed=0"
 UNSEEDED = ("wall-time", "node-id")
-KEPT = ("updates", "evaluations", "num-updates", "server-steps", "virtual-time", "stopped-by",
-        "faults", "rejected", "final-accuracy", "final-loss")  # fmt: skip
+KEPT = (
+    "updates",
+    "evaluations",
+    "num-updates",
+    "server-steps",
+    "virtual-time",
+    "stopped-by",
+    "faults",
+    "rejected",
+    "final-accuracy",
+    "final-loss",
+)
 
 
 def fingerprint(history: dict) -> str:
@@ -47,8 +57,17 @@ def fingerprint(history: dict) -> str:
 def run(preset: str, app: Path, output: Path) -> dict:
     """One seeded run of ``preset``; its history."""
     config = f"strategy='{preset}' {RUN_CONFIG} output-dir='{output}'"
-    command = [sys.executable, "-m", "fl_async.app", "--app", str(app), "--nodes", "6",
-               "--run-config", config]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "fl_async.app",
+        "--app",
+        str(app),
+        "--nodes",
+        "6",
+        "--run-config",
+        config,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{preset}: exit {done.returncode}\n{done.stdout[-3000:]}")
@@ -66,8 +85,10 @@ def main() -> None:
         for preset in args.presets:
             history = run(preset, args.app.resolve(), Path(tmp, preset))
             hashes[preset] = fingerprint(history)
-            print(f"{preset:12s} {hashes[preset]}  final accuracy {history['final-accuracy']}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{preset:12s} {hashes[preset]}  final accuracy {history['final-accuracy']}",
+                flush=True,
+            )
     if args.out:
         args.out.write_text(json.dumps(hashes, indent=1) + "\n")
 

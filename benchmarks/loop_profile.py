@@ -47,8 +47,9 @@ STEADY_FROM = 0.2
 def run(strategy: str, nodes: int, updates: int, seed: int) -> dict[str, float | None]:
     """One run of ``strategy`` over ``nodes`` quadratic nodes; its times per update (s)."""
     fleet = quadratic_fleet(nodes, seed=seed)
-    preset = PRESETS[strategy](clock=VirtualClock(seed=seed), min_nodes=nodes, seed=seed,
-                               poll_interval=0.001)  # fmt: skip
+    preset = PRESETS[strategy](
+        clock=VirtualClock(seed=seed), min_nodes=nodes, seed=seed, poll_interval=0.001
+    )
     handle, cpu = Replies.handle, []
 
     def timed_handle(*args, **kwargs):
@@ -60,10 +61,13 @@ def run(strategy: str, nodes: int, updates: int, seed: int) -> dict[str, float |
     try:
         with task_identity():
             result = preset.start(
-                FakeGrid(fleet, delay_seed=seed, max_delay=0), initial_arrays(),
-                num_rounds=max(1, -(-updates // nodes)), timeout=600, max_updates=updates,
+                FakeGrid(fleet, delay_seed=seed, max_delay=0),
+                initial_arrays(),
+                num_rounds=max(1, -(-updates // nodes)),
+                timeout=600,
+                max_updates=updates,
                 train_config=ConfigRecord({"local-steps": 1, "lr": 0.1}),
-            )  # fmt: skip
+            )
     finally:
         Replies.handle = handle
     records = [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
@@ -76,14 +80,23 @@ def run(strategy: str, nodes: int, updates: int, seed: int) -> dict[str, float |
 def measure(strategy: str, nodes: int, args: argparse.Namespace) -> dict[str, float | int | str]:
     """The medians over ``args.repeats`` runs of one strategy and node count, in µs (printed)."""
     runs = [run(strategy, nodes, args.updates, args.seed) for _ in range(args.repeats)]
-    cpu, mean, median = (statistics.median(r[key] for r in runs) * 1e6
-                         for key in ("cpu", "mean-gap", "median-gap"))  # fmt: skip
+    cpu, mean, median = (
+        statistics.median(r[key] for r in runs) * 1e6 for key in ("cpu", "mean-gap", "median-gap")
+    )
     each = " ".join(f"{r['cpu'] * 1e6:.0f}" for r in runs)
-    print(f"{strategy:8s} nodes={nodes:6d} updates={args.updates} per update: CPU "
-          f"{cpu:.0f} us, mean gap {mean:.0f} us, median gap {median:.0f} us (medians "
-          f"of {args.repeats}; CPU of each: {each})", flush=True)  # fmt: skip
-    return {"strategy": strategy, "nodes": nodes, "cpu-us": round(cpu, 1),
-            "mean-gap-us": round(mean, 1), "median-gap-us": round(median, 1)}  # fmt: skip
+    print(
+        f"{strategy:8s} nodes={nodes:6d} updates={args.updates} per update: CPU "
+        f"{cpu:.0f} us, mean gap {mean:.0f} us, median gap {median:.0f} us (medians "
+        f"of {args.repeats}; CPU of each: {each})",
+        flush=True,
+    )
+    return {
+        "strategy": strategy,
+        "nodes": nodes,
+        "cpu-us": round(cpu, 1),
+        "mean-gap-us": round(mean, 1),
+        "median-gap-us": round(median, 1),
+    }
 
 
 def main() -> None:
@@ -104,8 +117,17 @@ def main() -> None:
                 profiler = cProfile.Profile()
                 profiler.runcall(run, strategy, nodes, args.updates, args.seed)
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
-    write({**started, "updates": args.updates, "repeats": args.repeats, "seed": args.seed,
-           "steady-from": STEADY_FROM, "runs": rows}, args.out)  # fmt: skip
+    write(
+        {
+            **started,
+            "updates": args.updates,
+            "repeats": args.repeats,
+            "seed": args.seed,
+            "steady-from": STEADY_FROM,
+            "runs": rows,
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -67,10 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     for scheme, best in seconds.items():
         print(f"{scheme:<15}{best:>9.3f}  {'yes' if best <= args.budget else 'NO'}")
 
-    write({**started, "num_labels": args.num_labels, "num_classes": args.num_classes,
-           "num_partitions": args.num_partitions, "num_owners": args.num_owners,
-           "repeats": args.repeats, "params": CASES, "seconds": seconds,
-           "budget_seconds": args.budget}, args.out)  # fmt: skip
+    write(
+        {
+            **started,
+            "num_labels": args.num_labels,
+            "num_classes": args.num_classes,
+            "num_partitions": args.num_partitions,
+            "num_owners": args.num_owners,
+            "repeats": args.repeats,
+            "params": CASES,
+            "seconds": seconds,
+            "budget_seconds": args.budget,
+        },
+        args.out,
+    )
     return 0 if all(best <= args.budget for best in seconds.values()) else 1
 
 

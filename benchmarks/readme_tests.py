@@ -84,8 +84,12 @@ def versions(clone: Path) -> str:
         "from importlib import metadata as m; "
         "print(', '.join(f'{n} {m.version(n)}' for n in ('flwr', 'torch', 'numpy')))"
     )
-    done = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", code],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 

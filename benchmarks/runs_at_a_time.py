@@ -106,9 +106,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=2, help="rounds of passes (default 2)")
     parser.add_argument("--label", default="", help="a note for the table's caption")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "measured")
-    parser.add_argument("--work", type=Path,
-                        help="a new folder for the suite folders and logs, kept (default: a "
-                        "temporary one, removed)")  # fmt: skip
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="a new folder for the suite folders and logs, kept (default: a "
+        "temporary one, removed)",
+    )
     args = parser.parse_args(ours)
     if args.work is not None and args.work.exists():
         parser.error(f"--work {args.work} exists: name a new folder")
@@ -136,8 +139,14 @@ def _work_folder(work: Path | None) -> Iterator[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    result = {**header("runs-at-a-time"), "label": args.label, "bench-args": args.bench,
-              "strategies": args.strategies, "jobs": args.jobs, "repeat": args.repeat}  # fmt: skip
+    result = {
+        **header("runs-at-a-time"),
+        "label": args.label,
+        "bench-args": args.bench,
+        "strategies": args.strategies,
+        "jobs": args.jobs,
+        "repeat": args.repeat,
+    }
     with _work_folder(args.work) as work:
         result.update(measure(args.bench, args.strategies, args.jobs, args.repeat, work))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

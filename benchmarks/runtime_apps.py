@@ -225,12 +225,19 @@ def _start(
     setup = SETUP
     if isinstance(strategy, FedAvg):
         result = strategy.start(
-            grid, initial, num_rounds=setup["rounds"], timeout=setup["timeout"],
+            grid,
+            initial,
+            num_rounds=setup["rounds"],
+            timeout=setup["timeout"],
             train_config=train_config,
-        )  # fmt: skip
+        )
         return result, len(grid.replies)
     result = strategy.start(
-        grid, initial, timeout=setup["timeout"], train_config=train_config,
-        max_updates=setup["updates"], num_rounds=10**9,
-    )  # fmt: skip
+        grid,
+        initial,
+        timeout=setup["timeout"],
+        train_config=train_config,
+        max_updates=setup["updates"],
+        num_rounds=10**9,
+    )
     return result, result.num_updates

@@ -64,10 +64,12 @@ def ceiling(args: argparse.Namespace, work: str, spin_units: int, duration: floa
     """The plain loop's updates/s for ``work``: ``actors`` sleeping threads, or one spinning
     process per core the actors can use (``min(actors, cores)``)."""
     if work == "sleep":
-        loop = plain_loop_rate(args.params, "sleep", args.task_seconds, 0,
-                               concurrency=args.actors, duration=duration)  # fmt: skip
+        loop = plain_loop_rate(
+            args.params, "sleep", args.task_seconds, 0, concurrency=args.actors, duration=duration
+        )
         return {**loop, "loops": args.actors, "nominal": args.actors / args.task_seconds}
     loops = min(args.actors, os.cpu_count() or 1)
-    loop = plain_loop_rate(args.params, "spin", 0.0, spin_units, concurrency=loops,
-                           duration=duration)  # fmt: skip
+    loop = plain_loop_rate(
+        args.params, "spin", 0.0, spin_units, concurrency=loops, duration=duration
+    )
     return {**loop, "loops": loops, "nominal": loops / args.task_seconds}

@@ -95,22 +95,28 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def _print_setup(report: dict[str, Any]) -> None:
-    print(f"\nmodel {report['params']:,} float32; {report['nodes']} nodes; {report['actors']} "
-          f"actors x {report['cpus_per_actor']} CPU on {report['machine']['cores']} cores; "
-          f"client work {report['task_seconds']} s per task")  # fmt: skip
+    print(
+        f"\nmodel {report['params']:,} float32; {report['nodes']} nodes; {report['actors']} "
+        f"actors x {report['cpus_per_actor']} CPU on {report['machine']['cores']} cores; "
+        f"client work {report['task_seconds']} s per task"
+    )
     for work, c in report["ceilings"].items():
-        print(f"ceiling {work}: {c['used']:.2f} updates/s = {c['loops']} plain loops (before "
-              f"{c['before']['rate']:.2f}, after {c['after']['rate']:.2f}; nominal "
-              f"{c['before']['nominal']:.2f}; other processes used up to "
-              f"{c['external_cores_used']:.2f} cores)")  # fmt: skip
+        print(
+            f"ceiling {work}: {c['used']:.2f} updates/s = {c['loops']} plain loops (before "
+            f"{c['before']['rate']:.2f}, after {c['after']['rate']:.2f}; nominal "
+            f"{c['before']['nominal']:.2f}; other processes used up to "
+            f"{c['external_cores_used']:.2f} cores)"
+        )
 
 
 def _print_rates(report: dict[str, Any]) -> None:
     nan = float("nan")
     fig = report["figures"]
-    print(f"\n{'run':13s} {'upd/s':>6s} {'ceiling':>7s} {'overhead':>8s} {'vs floor':>8s} "
-          f"{'util':>5s} {'pickup':>6s} {'gap':>5s} {'server':>6s} {'CPU':>6s} {'CPU ovh':>7s} "
-          f"{'ext':>5s}")  # fmt: skip
+    print(
+        f"\n{'run':13s} {'upd/s':>6s} {'ceiling':>7s} {'overhead':>8s} {'vs floor':>8s} "
+        f"{'util':>5s} {'pickup':>6s} {'gap':>5s} {'server':>6s} {'CPU':>6s} {'CPU ovh':>7s} "
+        f"{'ext':>5s}"
+    )
     print(" " * 52 + "ms    ms ms/upd ms/upd       cores")
     for name, run in report["runs"].items():
         if name.startswith("memory"):
@@ -124,7 +130,7 @@ def _print_rates(report: dict[str, Any]) -> None:
             f"{1e3 * t['cpu_s_per_update']['total']:6.1f} "
             f"{fig['cpu_overhead_spin'].get(name, nan):7.1%} "
             f"{t['external_cores_used']:5.2f}"
-        )  # fmt: skip
+        )
 
 
 def _print_server_times(report: dict[str, Any]) -> None:
@@ -132,9 +138,11 @@ def _print_server_times(report: dict[str, Any]) -> None:
         if "server_time" not in run or name.startswith("memory"):
             continue
         st = run["server_time"]
-        print(f"\n{name}: ServerApp time per applied update {st['busy_ms_per_update']:.2f} ms "
-              f"(loop {st['loop_s']:.1f} s - pulls {st['pull_s']:.2f} s - sleeps "
-              f"{st['sleep_s']:.1f} s, over {st['calls'].get('_handle', 0)} updates)")  # fmt: skip
+        print(
+            f"\n{name}: ServerApp time per applied update {st['busy_ms_per_update']:.2f} ms "
+            f"(loop {st['loop_s']:.1f} s - pulls {st['pull_s']:.2f} s - sleeps "
+            f"{st['sleep_s']:.1f} s, over {st['calls'].get('_handle', 0)} updates)"
+        )
         if not name.startswith("sleep"):
             continue
         for part, ms in sorted(st["parts_ms_per_update"].items(), key=lambda kv: -kv[1]):
@@ -149,15 +157,19 @@ def _print_memory(report: dict[str, Any]) -> None:
         m = run["peak_memory"]
         groups = ", ".join(f"{g} {gib(v['pss'])}" for g, v in sorted(m["groups"].items()))
         held = ", ".join(f"{k} {v}" for k, v in m.get("strategy_state_max", {}).items())
-        print(f"\n{name} ({run['spec']['params']:,} params, max_in_flight "
-              f"{run['spec']['max_in_flight']}): peak PSS {gib(m['pss'])} ({groups}); peak "
-              f"summed RSS {gib(m['rss'])}; the strategy held at most: {held}; "
-              f"{run['throughput']['applied_updates']} updates applied")  # fmt: skip
+        print(
+            f"\n{name} ({run['spec']['params']:,} params, max_in_flight "
+            f"{run['spec']['max_in_flight']}): peak PSS {gib(m['pss'])} ({groups}); peak "
+            f"summed RSS {gib(m['rss'])}; the strategy held at most: {held}; "
+            f"{run['throughput']['applied_updates']} updates applied"
+        )
         if "server_time" in run:
             st = run["server_time"]
-            print(f"  ServerApp {st['busy_ms_per_update']:.2f} ms per update (aggregator "
-                  f"{st['parts_ms_per_update']['aggregator apply']:.2f} ms); pull "
-                  f"{st['pull_ms_per_call']:.1f} ms per call")  # fmt: skip
+            print(
+                f"  ServerApp {st['busy_ms_per_update']:.2f} ms per update (aggregator "
+                f"{st['parts_ms_per_update']['aggregator apply']:.2f} ms); pull "
+                f"{st['pull_ms_per_call']:.1f} ms per call"
+            )
 
 
 def _print_targets(report: dict[str, Any]) -> None:

@@ -88,9 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     data, parts, sampled = measure_parts(args)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print_report(args, data, parts, peak_rss)
-    write({**started, "synthetic": {"alpha": args.alpha, "beta": args.beta, "seed": args.seed},
-           "data": data, "parts": parts, "peak_rss_mib": round(peak_rss, 1),
-           "sampled_nodes": sampled}, args.out)  # fmt: skip
+    write(
+        {
+            **started,
+            "synthetic": {"alpha": args.alpha, "beta": args.beta, "seed": args.seed},
+            "data": data,
+            "parts": parts,
+            "peak_rss_mib": round(peak_rss, 1),
+            "sampled_nodes": sampled,
+        },
+        args.out,
+    )
     return 0
 
 

@@ -18,28 +18,49 @@ def _history(evaluations: list, *, steps: int, end: float, staleness: int = 0) -
     config = {"dataset": "mnist", "partition.scheme": "dirichlet", "clock.speed": "lognormal"}
     updates = [{"staleness": staleness, "accepted": 1}] * 10
     updates += [{"staleness": 9, "accepted": 0}] if staleness else []  # asynchronous: 1 rejected
-    return {"config": {**config, "max-virtual-time": 0.0}, "num-nodes": 4, "virtual-time": end,
-            "wall-time": 3.0, "server-steps": steps, "stopped-by": "budget",
-            "evaluations": evaluations, "grid-evaluations": [], "updates": updates}  # fmt: skip
+    return {
+        "config": {**config, "max-virtual-time": 0.0},
+        "num-nodes": 4,
+        "virtual-time": end,
+        "wall-time": 3.0,
+        "server-steps": steps,
+        "stopped-by": "budget",
+        "evaluations": evaluations,
+        "grid-evaluations": [],
+        "updates": updates,
+    }
 
 
 def ssgd(accuracies: list[float], step: float = 100.0) -> dict:
     """SSGD setting the budget: evaluated at every server step, one step every ``step``."""
     evaluations = [
-        {"server-step": i, "accuracy": a, "loss": 1.0, "virtual-time": i * step,
-         "wall-time": 2.0 * i, "num-updates": 4 * i}
+        {
+            "server-step": i,
+            "accuracy": a,
+            "loss": 1.0,
+            "virtual-time": i * step,
+            "wall-time": 2.0 * i,
+            "num-updates": 4 * i,
+        }
         for i, a in enumerate(accuracies)
-    ]  # fmt: skip
+    ]
     return _history(evaluations, steps=len(accuracies) - 1, end=(len(accuracies) - 1) * step)
 
 
 def run(grid: list[float], budget: float = 400.0) -> dict:
     """An asynchronous run with its recorded grid (G = len(grid)); evaluated every 4 steps."""
     points = [
-        {"index": i, "virtual-time": budget * i / len(grid), "server-step": 4 * i, "accuracy": a,
-         "loss": 1.0, "wall-time": 3.0 * i, "num-updates": 4 * i}
+        {
+            "index": i,
+            "virtual-time": budget * i / len(grid),
+            "server-step": 4 * i,
+            "accuracy": a,
+            "loss": 1.0,
+            "wall-time": 3.0 * i,
+            "num-updates": 4 * i,
+        }
         for i, a in enumerate(grid, start=1)
-    ]  # fmt: skip
+    ]
     evaluations = [{"server-step": 0, "accuracy": 0.1, "virtual-time": 0.0, "wall-time": 0.0}]
     evaluations += [{k: v for k, v in p.items() if k != "index"} for p in points]
     found = _history(evaluations, steps=4 * len(grid), end=budget + 1, staleness=2)
@@ -68,17 +89,30 @@ def write_runs(out: Path, runs: dict) -> None:
 SSGD = [0.1, 0.5, 0.6, 0.7, 0.8]  # derived grid of 4 over T = 400: 0.5, 0.6, 0.7, 0.8
 SUITE = {
     "ssgd": {s: ssgd(SSGD) for s in (0, 1, 2)},
-    "asgd": {0: run([0.6, 0.8, 0.7, 0.9]), 1: run([0.6, 0.8, 0.65, 0.9]),
-             2: run([0.6, 0.8, 0.75, 0.9])},
-    "gsgm": {0: run([0.6, 0.8, 0.85, 0.8]), 1: run([0.6, 0.8, 0.8, 0.82]),
-             2: run([0.7, 0.75, 0.84, 0.8])},
+    "asgd": {
+        0: run([0.6, 0.8, 0.7, 0.9]),
+        1: run([0.6, 0.8, 0.65, 0.9]),
+        2: run([0.6, 0.8, 0.75, 0.9]),
+    },
+    "gsgm": {
+        0: run([0.6, 0.8, 0.85, 0.8]),
+        1: run([0.6, 0.8, 0.8, 0.82]),
+        2: run([0.7, 0.75, 0.84, 0.8]),
+    },
     "fedbuff": {0: run([0.3, 0.5, 0.7, 0.85]), 1: old([0.3, 0.5, 0.7, 0.85])},
-}  # fmt: skip
+}
 
 
 def spec(**changes: object) -> SuiteSpec:
-    settings = dict(scenario=SCENARIOS["a"], strategies=("asgd", "ssgd"), seeds=(0, 1),
-                    dataset="mnist", nodes=4, rounds=2, max_virtual_time=None)  # fmt: skip
+    settings = dict(
+        scenario=SCENARIOS["a"],
+        strategies=("asgd", "ssgd"),
+        seeds=(0, 1),
+        dataset="mnist",
+        nodes=4,
+        rounds=2,
+        max_virtual_time=None,
+    )
     return SuiteSpec(**{**settings, **changes})  # type: ignore[arg-type]
 
 

@@ -177,18 +177,23 @@ class FlowerDeployment:
             raise FlowerProcessError("restart needs a SuperLink that was started and is gone")
         cmd = [
             str(BIN / "flower-superlink"),
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
             "--disable-runtime-dependency-installation",
-        ]  # fmt: skip
+        ]
         if self.tls is None:
             cmd.append("--insecure")
         else:
             cmd += [
-                "--ssl-ca-certfile", str(self.tls.ca_cert),
-                "--ssl-certfile", str(self.tls.server_cert),
-                "--ssl-keyfile", str(self.tls.server_key),
-            ]  # fmt: skip
+                "--ssl-ca-certfile",
+                str(self.tls.ca_cert),
+                "--ssl-certfile",
+                str(self.tls.server_cert),
+                "--ssl-keyfile",
+                str(self.tls.server_key),
+            ]
         if self.auth:
             cmd.append("--enable-supernode-auth")
         if self.database is not None:  # registered SuperNodes outlive a restart
@@ -223,9 +228,9 @@ class FlowerDeployment:
 
     def _wait_healthy(self) -> None:
         scheme = "http" if self.tls is None else "https"
-        context = None if self.tls is None else ssl.create_default_context(
-            cafile=str(self.tls.ca_cert)
-        )  # fmt: skip
+        context = (
+            None if self.tls is None else ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        )
         deadline = time.monotonic() + self.startup_timeout
         assert self.superlink is not None
         while time.monotonic() < deadline:
@@ -255,12 +260,17 @@ class FlowerDeployment:
         config.update(node_config or {})
         cmd = [
             str(BIN / "flower-supernode"),
-            "--superlink", self.address,
-            "--host", "127.0.0.1",
-            "--port", str(free_port(self.ports)),
-            "--node-config", " ".join(f"{k}={_toml(v)}" for k, v in config.items()),
-            "--max-wait-time", "60",  # give up when the SuperLink is gone for a minute
-        ]  # fmt: skip
+            "--superlink",
+            self.address,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port(self.ports)),
+            "--node-config",
+            " ".join(f"{k}={_toml(v)}" for k, v in config.items()),
+            "--max-wait-time",
+            "60",  # give up when the SuperLink is gone for a minute
+        ]
         if self.tls is None:
             cmd.append("--insecure")
         else:

@@ -23,17 +23,31 @@ GOLDEN = Path(__file__).parent / "golden" / "histories.json"
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     # Five healthy nodes, every task on the current model.
-    "five-nodes": {"nodes": 5, "fleet_seed": 3, "clock": {"seed": 7}, "strategy": {},
-                   "modes": {}, "rounds": 4},
+    "five-nodes": {
+        "nodes": 5,
+        "fleet_seed": 3,
+        "clock": {"seed": 7},
+        "strategy": {},
+        "modes": {},
+        "rounds": 4,
+    },
     # Six nodes, three tasks in flight at once, jittered durations, one node that replies
     # with its pseudo-gradient instead of trained weights.
-    "six-nodes-capped": {"nodes": 6, "fleet_seed": 5, "clock": {"seed": 2, "jitter": 0.3},
-                         "strategy": {"max_in_flight": 3}, "modes": {4: "pseudo"}, "rounds": 3},
-}  # fmt: skip
+    "six-nodes-capped": {
+        "nodes": 6,
+        "fleet_seed": 5,
+        "clock": {"seed": 2, "jitter": 0.3},
+        "strategy": {"max_in_flight": 3},
+        "modes": {4: "pseudo"},
+        "rounds": 3,
+    },
+}
 
 RECORDED_WITH: dict[str, dict[str, Any]] = {
-    "dcasgd": {"lr": "auto"}, "fedbuff": {"lr": 1.0}, "trendsmooth": {"lr": "auto"},
-}  # fmt: skip
+    "dcasgd": {"lr": "auto"},
+    "fedbuff": {"lr": 1.0},
+    "trendsmooth": {"lr": "auto"},
+}
 """The defaults of the time for the presets whose default rate the claims study changed after
 the goldens were recorded (docs/algorithms.md, Safe defaults for presets): the goldens keep them."""
 

@@ -106,8 +106,15 @@ class TwoNodeRay:
 
     def _start(self, role: str, options: list[str]) -> None:
         common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-        command = [str(RAY), "start", *options, *common,
-                   "--temp-dir", str(self.temp_dirs[role]), "--block"]  # fmt: skip
+        command = [
+            str(RAY),
+            "start",
+            *options,
+            *common,
+            "--temp-dir",
+            str(self.temp_dirs[role]),
+            "--block",
+        ]
         self.processes[role] = spawn(f"ray-{role}", command, self.env, self.workdir)
 
     def _wait_for_head(self) -> None:

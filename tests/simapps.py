@@ -146,8 +146,13 @@ def shared_ray(directory: Path) -> Iterator[None]:
 
     from fl_async.app.local_ray import LOOPBACK, RayHead
 
-    head = RayHead(2, dict(os.environ), cwd=directory, log_file=directory / "ray.log",
-                   on_failure=lambda reason: None)  # fmt: skip
+    head = RayHead(
+        2,
+        dict(os.environ),
+        cwd=directory,
+        log_file=directory / "ray.log",
+        on_failure=lambda reason: None,
+    )
     try:
         while not head.ready.wait(0.2):
             assert head.failure is None, head.failure

@@ -154,8 +154,11 @@ def test_a_scratch_buffer_made_under_a_smaller_chunk_is_not_reused(monkeypatch):
     long, short = np.empty(kernels.CHUNK, np.float32), np.empty(5, np.float32)
     monkeypatch.setattr(kernels._local, "buffers", [long, short], raising=False)
     seen = []
-    kernels.run_chunked(lambda a, x, y: seen.append((a.size, x.size, y.size)) or 0.0,
-                        [np.zeros(16, np.float32)], scratch=2)  # fmt: skip
+    kernels.run_chunked(
+        lambda a, x, y: seen.append((a.size, x.size, y.size)) or 0.0,
+        [np.zeros(16, np.float32)],
+        scratch=2,
+    )
     assert seen == [(16, 16, 16)]
 
 

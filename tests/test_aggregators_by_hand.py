@@ -34,9 +34,12 @@ def arr(values):
 
 def upd(node, delta, base, staleness, num_examples=1):
     return ClientUpdate(
-        node_id=node, delta=[arr(delta)], base=[arr(base)], staleness=staleness,
+        node_id=node,
+        delta=[arr(delta)],
+        base=[arr(base)],
+        staleness=staleness,
         num_examples=num_examples,
-    )  # fmt: skip
+    )
 
 
 def run_trace(agg, trace):

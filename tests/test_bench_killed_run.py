@@ -25,16 +25,25 @@ from fl_async.strategies.checkpoint import FILENAME
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = [
-    "--scenario", "a",
-    "--splits", "dirichlet",
-    "--seeds", "0",
-    "--nodes", "4",
-    "--max-virtual-time", "3000",
-    "--grid", "10",
-    "--strategies", "asgd",
-    "--run-config", "checkpoint-every=2",
-    "--actors", "1",
-]  # fmt: skip
+    "--scenario",
+    "a",
+    "--splits",
+    "dirichlet",
+    "--seeds",
+    "0",
+    "--nodes",
+    "4",
+    "--max-virtual-time",
+    "3000",
+    "--grid",
+    "10",
+    "--strategies",
+    "asgd",
+    "--run-config",
+    "checkpoint-every=2",
+    "--actors",
+    "1",
+]
 STATE = Path("checkpoint") / FILENAME
 DROP = {"wall-time", "node-id"}
 """What a seeded run does not fix: wall times and Flower's random node ids."""
@@ -77,9 +86,13 @@ def _kill_after_first_checkpoint(argv: list[str], run: Path, env: dict) -> None:
     the run's Ray head and SuperLink, each in a session of its own, must stop by themselves
     (they die with their launcher)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "fl_async.cli", *argv], cwd=ROOT, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "fl_async.cli", *argv],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 240
     while not (run / STATE).is_file() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -96,7 +96,11 @@ def test_ssgd_grid_is_the_last_evaluation_at_or_before_each_grid_time() -> None:
     grid = derive_grid(history, 4)  # T = 100: 25, 50, 75, 100
     assert [g["virtual-time"] for g in grid] == [25.0, 50.0, 75.0, 100.0]
     assert [(g["server-step"], g["accuracy"], g["wall-time"]) for g in grid] == [
-        (0, 0.1, 0.0), (1, 0.5, 2.0), (2, 0.6, 4.0), (3, 0.8, 6.0)]  # fmt: skip
+        (0, 0.1, 0.0),
+        (1, 0.5, 2.0),
+        (2, 0.6, 4.0),
+        (3, 0.8, 6.0),
+    ]
     # an evaluation exactly at a grid time is the model in force there
     assert [g["server-step"] for g in derive_grid(history, 10)] == [0, 0, 1, 1, 1, 1, 2, 2, 2, 3]
     # a fixed budget past the run's end: the points after it are left out

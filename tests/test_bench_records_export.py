@@ -31,8 +31,14 @@ def test_a_record_keeps_what_the_report_reads_and_no_update_log() -> None:
     assert "output-dir" not in record["config"] and "data-root" not in record["config"]
     grid = record["grid"]
     assert (grid["source"], grid["size"], grid["budget"]) == ("recorded", 4, 400.0)
-    assert grid["evaluations"][1] == {"index": 2, "virtual-time": 200.0, "wall-time": 6.0,
-                                      "accuracy": 0.6, "loss": 1.0, "server-step": 8}  # fmt: skip
+    assert grid["evaluations"][1] == {
+        "index": 2,
+        "virtual-time": 200.0,
+        "wall-time": 6.0,
+        "accuracy": 0.6,
+        "loss": 1.0,
+        "server-step": 8,
+    }
     summary = record["summary"]
     assert (summary["staleness-mean"], summary["staleness-max"]) == (3.0, 6)
     assert (summary["replies"], summary["applied"], summary["evaluations"]) == (7, 7, 5)
@@ -131,15 +137,19 @@ def test_merge_adds_a_later_part_of_a_suite_and_keeps_what_is_there(
     assert bench("--out", str(second), "--export", str(records), "--merge") == 0
     out = capsys.readouterr().out
     # seed 1 is in both parts: its records stay as they were, and the note compares the runs
-    assert "dirichlet/asgd-seed1: kept the record already there; the new run's grid " \
-        "accuracies are identical" in out  # fmt: skip
+    assert (
+        "dirichlet/asgd-seed1: kept the record already there; the new run's grid "
+        "accuracies are identical" in out
+    )
     assert all(p.read_bytes() == before for p, before in kept.items())
     assert load_records(records) == load_records(expected)
     merged = json.loads((records / "suite.json").read_text())
     assert merged["records"] == json.loads((expected / "suite.json").read_text())["records"]
     assert merged["settings"]["seeds"] == [0, 1, 2]
     assert [call["at"] for call in merged["calls"]] == [
-        "2026-11-23T01:00:00+0000", "2026-11-24T01:00:00+0000"]  # fmt: skip
+        "2026-11-23T01:00:00+0000",
+        "2026-11-24T01:00:00+0000",
+    ]
     assert merged["command"] == "fl-async bench --seeds 1,2"
     # merging the same part again changes nothing
     before = {p: p.read_bytes() for p in records.rglob("*.json")}
@@ -164,7 +174,8 @@ def test_merge_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (other / "suite.json").write_text(json.dumps(suite_json))
     merge_suite(other, records)  # a new variant is added to the folder's
     assert json.loads((records / "suite.json").read_text())["settings"]["variants"] == {
-        "x": {"preset": "gsgm", "run-config": {"gsgm.lr": 1.0}}}  # fmt: skip
+        "x": {"preset": "gsgm", "run-config": {"gsgm.lr": 1.0}}
+    }
     suite_json["latest"]["variants"]["x"]["run-config"] = {"gsgm.lr": 0.5}
     (other / "suite.json").write_text(json.dumps(suite_json))
     with pytest.raises(InvalidArgument, match="variant 'x' is .* give the new one another name"):

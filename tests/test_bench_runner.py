@@ -179,9 +179,19 @@ def test_build_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_variant_runs_its_preset_with_its_overrides_under_its_name(tmp_path: Path) -> None:
     built = build_spec(
-        parse("--out", "x", "--strategies", "ssgd,gsgm", "--run-config", "local-epochs=1",
-              "--variant", "gsgm-m0=gsgm gsgm.momentum=0.0", "--variant", "asgd-wl=asgd")
-    )  # fmt: skip
+        parse(
+            "--out",
+            "x",
+            "--strategies",
+            "ssgd,gsgm",
+            "--run-config",
+            "local-epochs=1",
+            "--variant",
+            "gsgm-m0=gsgm gsgm.momentum=0.0",
+            "--variant",
+            "asgd-wl=asgd",
+        )
+    )
     assert built.strategies == ("ssgd", "gsgm", "gsgm-m0", "asgd-wl")
     launch = FakeLaunch()
     run_suite(built, tmp_path, launch=launch, echo=lambda _: None)
@@ -193,8 +203,9 @@ def test_a_variant_runs_its_preset_with_its_overrides_under_its_name(tmp_path: P
     assert by_dir["asgd-wl-seed0"]["strategy"] == "asgd"
     settings = json.loads((tmp_path / "suite.json").read_text())["latest"]
     assert settings["variants"]["gsgm-m0"] == {
-        "preset": "gsgm", "run-config": {"gsgm.momentum": 0.0}
-    }  # fmt: skip
+        "preset": "gsgm",
+        "run-config": {"gsgm.momentum": 0.0},
+    }
     # the report keeps the names, orders a variant after its preset and says what it sets
     write_report(tmp_path)
     report = (tmp_path / "report.md").read_text()
@@ -208,9 +219,17 @@ def test_a_variant_back_at_a_default_is_described_against_its_presets_own_run(
 ) -> None:
     # the claims study gives FedBuff the sweep's rate for the suite and runs the default beside
     built = build_spec(
-        parse("--out", "x", "--strategies", "ssgd,fedbuff", "--run-config", "fedbuff.lr=2.0",
-              "--variant", "fedbuff-default=fedbuff fedbuff.lr=1.0")
-    )  # fmt: skip
+        parse(
+            "--out",
+            "x",
+            "--strategies",
+            "ssgd,fedbuff",
+            "--run-config",
+            "fedbuff.lr=2.0",
+            "--variant",
+            "fedbuff-default=fedbuff fedbuff.lr=1.0",
+        )
+    )
     run_suite(built, tmp_path, launch=FakeLaunch(), echo=lambda _: None)
     write_report(tmp_path)
     assert "`fedbuff-default` = fedbuff with fedbuff.lr=1.0" in (tmp_path / "report.md").read_text()
@@ -267,8 +286,9 @@ def test_a_run_ended_by_its_own_rule_is_finished_and_says_so(tmp_path: Path) -> 
     outcome = run_suite(spec(), tmp_path, launch=EndsByItsRule(), echo=lines.append)
     splits = ("dirichlet", "label-skew")
     assert sorted(outcome.failed) == sorted(run_dir(tmp_path, s, "asgd", 1) for s in splits)
-    assert len(outcome.ran) == 6 and all(run_dir(tmp_path, s, "asgd", 0) in outcome.ran
-                                         for s in splits)  # fmt: skip
+    assert len(outcome.ran) == 6 and all(
+        run_dir(tmp_path, s, "asgd", 0) in outcome.ran for s in splits
+    )
     ended = [line for line in lines if "ended by its own rule" in line]
     assert len(ended) == 2 and all("(no-active-nodes) in 0 s: " in line for line in ended)
     assert "dirichlet seed 0 asgd, final accuracy 50.0%" in ended[0]

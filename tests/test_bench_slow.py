@@ -21,19 +21,29 @@ def tiny(root: Path) -> list[str]:
     torchvision, so the bench passes ``--data-root`` through to every node); the tiny sweep
     below uses them too, and starts from its runs."""
     return [
-        "--scenario", "a",
-        "--splits", "dirichlet",
-        "--seeds", "0",
-        "--nodes", "4",
-        "--rounds", "2",
-        "--grid", "10",
+        "--scenario",
+        "a",
+        "--splits",
+        "dirichlet",
+        "--seeds",
+        "0",
+        "--nodes",
+        "4",
+        "--rounds",
+        "2",
+        "--grid",
+        "10",
         # ASGD evaluated at every step too: its recorded grid must equal the one derived from
         # its evaluations, as SSGD's is derived
-        "--run-config", "eval-every=1",
-        "--actors", "1",
-        "--dataset", "fashion-mnist",
-        "--data-root", str(root),
-    ]  # fmt: skip
+        "--run-config",
+        "eval-every=1",
+        "--actors",
+        "1",
+        "--dataset",
+        "fashion-mnist",
+        "--data-root",
+        str(root),
+    ]
 
 
 @pytest.mark.slow(seconds=130)

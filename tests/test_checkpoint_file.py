@@ -29,25 +29,38 @@ def _identity():
 
 def make(preset: str, directory=None):
     return PRESETS[preset](
-        clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-        checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
-    )  # fmt: skip
+        clock=VirtualClock(seed=2),
+        min_nodes=NUM_NODES,
+        seed=4,
+        eval_every=1,
+        checkpoint_dir=directory,
+        checkpoint_every=EVERY if directory else None,
+    )
 
 
 def start(strategy, evaluate_fn=None, offset=0):
     nodes = {k + offset: node for k, node in quadratic_fleet(NUM_NODES, seed=21).items()}
     return strategy.start(
-        FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
+        FakeGrid(nodes),
+        initial_arrays(),
+        num_rounds=NUM_ROUNDS,
+        timeout=5,
+        train_config=TRAIN,
         evaluate_fn=evaluate_fn,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_presets_run_state_comes_back_bit_for_bit(tmp_path, preset, monkeypatch):
     written = []
     save = Checkpointer.save
-    monkeypatch.setattr(Checkpointer, "save", lambda self, state, version: (
-        written.append(to_tree(state)), save(self, state, version))[1])  # fmt: skip
+    monkeypatch.setattr(
+        Checkpointer,
+        "save",
+        lambda self, state, version: (written.append(to_tree(state)), save(self, state, version))[
+            1
+        ],
+    )
     start(make(preset, tmp_path))
     saved = Checkpointer(tmp_path, None).load()
     assert len(written) > 1
@@ -70,8 +83,9 @@ def test_every_preset_resumes_from_a_checkpoint_to_the_uninterrupted_run(tmp_pat
     # Resumed, not restarted: the records before the checkpoint keep the first run's node ids.
     assert all(r["node-id"] < 10**9 for r in records[: saved.num_replies])
     assert all(r["node-id"] >= 10**9 for r in records[saved.num_replies :])
-    for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
-                    strict=True):  # fmt: skip
+    for a, b in zip(
+        full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(), strict=True
+    ):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 

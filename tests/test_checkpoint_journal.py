@@ -28,17 +28,25 @@ def _identity():
 
 def make(directory=None):
     return ASGD(
-        clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-        checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
-    )  # fmt: skip
+        clock=VirtualClock(seed=2),
+        min_nodes=NUM_NODES,
+        seed=4,
+        eval_every=1,
+        checkpoint_dir=directory,
+        checkpoint_every=EVERY if directory else None,
+    )
 
 
 def start(strategy, evaluate_fn=None, offset=0):
     nodes = {k + offset: node for k, node in quadratic_fleet(NUM_NODES, seed=21).items()}
     return strategy.start(
-        FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
+        FakeGrid(nodes),
+        initial_arrays(),
+        num_rounds=NUM_ROUNDS,
+        timeout=5,
+        train_config=TRAIN,
         evaluate_fn=evaluate_fn,
-    )  # fmt: skip
+    )
 
 
 def crashed(directory):

@@ -51,8 +51,10 @@ def test_memory_growth_compares_the_first_and_last_quarters() -> None:
     samples = [[t, 500.0 + t, None if t < 2 else 100.0] for t in range(12)]
     growth = churn.memory_growth(samples, 1)
     assert (growth["first-quarter-max"], growth["last-quarter-max"], growth["growth"]) == (
-        502.0, 511.0, 9.0
-    )  # fmt: skip
+        502.0,
+        511.0,
+        9.0,
+    )
     assert churn.memory_growth(samples, 2)["growth"] == 0.0
     assert churn.memory_growth(samples[:3], 1)["growth"] is None
 
@@ -73,9 +75,24 @@ def test_a_short_churn_run_kills_restarts_and_leaves_no_process(tmp_path) -> Non
     the machine's load: the 15-minute run checks that.)"""
     out = tmp_path / "churn.json"
     assert len(churn.schedule(seed=0, nodes=2, duration=30.0, every=15.0, down=5.0)) == 1
-    churn.main(["--nodes", "2", "--duration", "30", "--kill-every", "15", "--down", "5",
-                "--sample-every", "2", "--out", str(out),
-                "--workdir", str(tmp_path / "work")])  # fmt: skip
+    churn.main(
+        [
+            "--nodes",
+            "2",
+            "--duration",
+            "30",
+            "--kill-every",
+            "15",
+            "--down",
+            "5",
+            "--sample-every",
+            "2",
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+        ]
+    )
     result = json.loads(out.read_text())
     checks = result["checks"]
     assert checks["reached-budget"] and checks["no-update-applied-twice"], result["run"]

@@ -38,9 +38,16 @@ def test_the_rule_picks_the_first_budget_whose_curve_is_flat(tmp_path: Path) -> 
     assert found["mean"] == [10.0, 16.5, 4.5, 0.0]
     assert found["chosen"] == 16
     assert found["seeds"]["1"][3] == {"flatness": 0.0, "final": 70.0}
-    result = {"commit": "abc1234", "date": "2026-11-27", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "threshold": 1.0,
-              "splits": {"suite/dirichlet": found}}  # fmt: skip
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-27",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "threshold": 1.0,
+        "splits": {"suite/dirichlet": found},
+    }
     text = budget_table.table(result)
     assert "the rule chooses R = 16." in text
     assert "| 16 (chosen) | +0.0 | +0.0 / 90.0% | +0.0 / 70.0% |" in text

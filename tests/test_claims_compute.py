@@ -17,13 +17,25 @@ with pytest.MonkeyPatch.context() as _patch:
 
 
 def _record(wall: float, stopped_by: str = "max-virtual-time", reached: float = 100.0) -> dict:
-    return {"summary": {"wall-time": wall, "stopped-by": stopped_by, "virtual-time": reached},
-            "grid": {"budget": 100.0}}  # fmt: skip
+    return {
+        "summary": {"wall-time": wall, "stopped-by": stopped_by, "virtual-time": reached},
+        "grid": {"budget": 100.0},
+    }
 
 
-PLAN = {"scenario": "a", "source": "sweep", "split": "dirichlet", "rounds": 30, "factor": 1.5,
-        "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd", "ssp": "tuned:asgd",
-                 "fedbuff-default": "default:fedbuff"}}  # fmt: skip
+PLAN = {
+    "scenario": "a",
+    "source": "sweep",
+    "split": "dirichlet",
+    "rounds": 30,
+    "factor": 1.5,
+    "runs": {
+        "ssgd": "tuned:ssgd",
+        "asgd": "tuned:asgd",
+        "ssp": "tuned:asgd",
+        "fedbuff-default": "default:fedbuff",
+    },
+}
 TUNED = {"chosen": {"ssgd": {"name": "ssgd"}, "asgd": {"name": "asgd-lr0.2"}}}
 
 
@@ -44,9 +56,17 @@ def test_each_run_stands_for_its_input_and_the_hours_scale_by_rounds_seeds_and_f
     with pytest.raises(SystemExit, match="sweep/dirichlet: no input runs asgd-lr0.2"):
         claims_compute.suite_estimate(PLAN, {"ssgd": records["ssgd"]}, TUNED)
 
-    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
-              "suites": [{"name": "claims-a-dir", "folder": "sweep", **found}]}  # fmt: skip
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-28",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "seeds": 10,
+        "two-at-a-time": 1.2,
+        "suites": [{"name": "claims-a-dir", "folder": "sweep", **found}],
+    }
     text = compute_table.table(result)
     assert "| claims-a-dir | 4 | sweep, dirichlet, seeds 0, 1 | 810 | 30 | 1.5 | 10.1 |" in text
     assert "fedbuff seed 1: 1.12 |" in text
@@ -54,18 +74,32 @@ def test_each_run_stands_for_its_input_and_the_hours_scale_by_rounds_seeds_and_f
 
 
 def test_a_run_longer_than_a_session_is_named() -> None:
-    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
-             "wall-per-seed": 4000.0, "rounds": 30, "factor": 1.0, "hours": 33.3,
-             "longest": {"run": "asgd", "seed": 0, "hours": 3.0}}  # fmt: skip
+    suite = {
+        "runs": {"ssgd": "ssgd"},
+        "folder": "f",
+        "split": "d",
+        "input-seeds": [0],
+        "wall-per-seed": 4000.0,
+        "rounds": 30,
+        "factor": 1.0,
+        "hours": 33.3,
+        "longest": {"run": "asgd", "seed": 0, "hours": 3.0},
+    }
     row = compute_table._row("claims-b", suite)
     assert row.endswith("asgd seed 0: 3.00 (longer than a session) |")
 
 
 def test_a_suite_with_defaults_also_runs_each_preset_chosen_off_its_default_at_it() -> None:
-    plan = {**PLAN, "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd"},
-            claims_compute.DEFAULTS: True}  # fmt: skip
-    records = {"ssgd": {0: _record(20.0)}, "asgd-lr0.2": {0: _record(100.0)},
-               "asgd": {0: _record(50.0)}}  # fmt: skip
+    plan = {
+        **PLAN,
+        "runs": {"ssgd": "tuned:ssgd", "asgd": "tuned:asgd"},
+        claims_compute.DEFAULTS: True,
+    }
+    records = {
+        "ssgd": {0: _record(20.0)},
+        "asgd-lr0.2": {0: _record(100.0)},
+        "asgd": {0: _record(50.0)},
+    }
     found = claims_compute.suite_estimate(plan, records, TUNED)
     # ssgd's point is its default: no ssgd-default
     assert found["runs"] == {"ssgd": "ssgd", "asgd": "asgd-lr0.2", "asgd-default": "asgd"}
@@ -73,29 +107,54 @@ def test_a_suite_with_defaults_also_runs_each_preset_chosen_off_its_default_at_i
 
 
 def test_a_cut_suite_is_marked_and_counted_apart() -> None:
-    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
-             "wall-per-seed": 100.0, "rounds": 30, "factor": 1.0, "hours": 12.0,
-             "longest": {"run": "ssgd", "seed": 0, "hours": 0.5}}  # fmt: skip
-    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
-              "suites": [{"name": "claims-a-dir", **suite},
-                         {"name": "claims-b", **suite, "hours": 6.0, "cut": True}]}  # fmt: skip
+    suite = {
+        "runs": {"ssgd": "ssgd"},
+        "folder": "f",
+        "split": "d",
+        "input-seeds": [0],
+        "wall-per-seed": 100.0,
+        "rounds": 30,
+        "factor": 1.0,
+        "hours": 12.0,
+        "longest": {"run": "ssgd", "seed": 0, "hours": 0.5},
+    }
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-28",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "seeds": 10,
+        "two-at-a-time": 1.2,
+        "suites": [
+            {"name": "claims-a-dir", **suite},
+            {"name": "claims-b", **suite, "hours": 6.0, "cut": True},
+        ],
+    }
     text = compute_table.table(result)
     assert "| claims-b (cut) | 1 |" in text and "| claims-a-dir | 1 |" in text
     assert "| all run | | | | | | 12.0 | |" in text
     assert "| with the cut suites | | | | | | 18.0 | |" in text
-    assert text.endswith("two at a time (1.2 times the work an hour): 10 hours. "
-                         "With the cut suites: 18 and 15 hours.")  # fmt: skip
+    assert text.endswith(
+        "two at a time (1.2 times the work an hour): 10 hours. "
+        "With the cut suites: 18 and 15 hours."
+    )
     assert claims_compute.CUT == ("claims-a-ls", "claims-b", "claims-s100")
     assert list(claims_compute.SUITES)[:5] == [
-        "claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0", "claims-s30"
-    ]  # fmt: skip
+        "claims-a-dir",
+        "claims-alpha0.05",
+        "claims-alpha0.5",
+        "claims-alpha1.0",
+        "claims-s30",
+    ]
 
 
 def _runs_at_a_time(path: Path, jobs: list[int], walls: list[float], *bench: str) -> Path:
     passes = [{"jobs": j, "wall": w} for j, w in zip(jobs, walls, strict=True)]
-    path.write_text(json.dumps({"jobs": sorted(set(jobs)), "passes": passes,
-                                "bench-args": list(bench)}))  # fmt: skip
+    path.write_text(
+        json.dumps({"jobs": sorted(set(jobs)), "passes": passes, "bench-args": list(bench)})
+    )
     return path
 
 
@@ -105,23 +164,42 @@ def test_two_at_a_time_is_paced_by_the_runs_at_a_time_result_of_its_scenario(
     s30 = _runs_at_a_time(tmp_path / "s.json", [1, 2], [300.0, 200.0], "--scenario", "s")
     mnist = _runs_at_a_time(tmp_path / "a.json", [1, 2, 1, 2], [100.0, 99.0, 104.0, 101.0])
     paces = claims_compute.read_paces([s30, mnist])  # no --scenario: bench's default, a
-    assert paces == {"s": {"pace": 1.5, "pace-from": "s.json"},
-                     "a": {"pace": 1.02, "pace-from": "a.json"}}  # fmt: skip
+    assert paces == {
+        "s": {"pace": 1.5, "pace-from": "s.json"},
+        "a": {"pace": 1.02, "pace-from": "a.json"},
+    }
     b = _runs_at_a_time(tmp_path / "b.json", [1, 2], [100.0, 80.0], "--scenario=b", "--seeds", "0")
     assert claims_compute.read_paces([b]) == {"b": {"pace": 1.25, "pace-from": "b.json"}}
     four = _runs_at_a_time(tmp_path / "four.json", [1, 4], [300.0, 150.0])
     with pytest.raises(SystemExit, match=r"four.json: measures --jobs \[1, 4\]; needs 1 and 2"):
         claims_compute.read_paces([four])
 
-    suite = {"runs": {"ssgd": "ssgd"}, "folder": "f", "split": "d", "input-seeds": [0],
-             "wall-per-seed": 100.0, "rounds": 30, "factor": 1.0,
-             "longest": {"run": "ssgd", "seed": 0, "hours": 0.5}}  # fmt: skip
-    suites = [{"name": "claims-a-dir", **suite, "hours": 30.0, "scenario": "a", **paces["a"]},
-              {"name": "claims-s30", **suite, "hours": 15.0, "scenario": "s", **paces["s"]},
-              {"name": "claims-b", **suite, "hours": 12.0, "scenario": "b"}]  # fmt: skip
-    result = {"commit": "abc1234", "date": "2026-11-28", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "seeds": 10, "two-at-a-time": 1.2,
-              "suites": suites}  # fmt: skip
+    suite = {
+        "runs": {"ssgd": "ssgd"},
+        "folder": "f",
+        "split": "d",
+        "input-seeds": [0],
+        "wall-per-seed": 100.0,
+        "rounds": 30,
+        "factor": 1.0,
+        "longest": {"run": "ssgd", "seed": 0, "hours": 0.5},
+    }
+    suites = [
+        {"name": "claims-a-dir", **suite, "hours": 30.0, "scenario": "a", **paces["a"]},
+        {"name": "claims-s30", **suite, "hours": 15.0, "scenario": "s", **paces["s"]},
+        {"name": "claims-b", **suite, "hours": 12.0, "scenario": "b"},
+    ]
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-28",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "seeds": 10,
+        "two-at-a-time": 1.2,
+        "suites": suites,
+    }
     text = compute_table.table(result)
     # 30 / 1.02 + 15 / 1.5 + 12 / 1.2 = 29.4 + 10 + 10
     assert text.endswith(

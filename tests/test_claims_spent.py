@@ -17,10 +17,14 @@ with pytest.MonkeyPatch.context() as _patch:
     spent_table = importlib.import_module("tables.claims_spent")
 
 SUITE = {
-    "name": "claims-x", "rounds": 30, "factor": 1.5, "hours": 12.0, "pace": 1.5,
+    "name": "claims-x",
+    "rounds": 30,
+    "factor": 1.5,
+    "hours": 12.0,
+    "pace": 1.5,
     "runs": {"ssgd": "ssgd", "asgd": "asgd-lr0.2", "ssp": "asgd-lr0.2"},
     "inputs": {"ssgd": {"0": 100.0, "1": 300.0}, "asgd-lr0.2": {"0": 400.0, "1": 800.0}},
-}  # fmt: skip
+}
 
 
 def _record(started: str, wall: float) -> dict:
@@ -34,11 +38,15 @@ def test_the_covered_time_counts_overlapping_runs_once() -> None:
 
 
 def test_a_suites_finished_runs_are_estimated_run_by_run_and_their_time_is_their_union() -> None:
-    records = {"dirichlet": {
-        "ssgd": {40: _record("2026-11-28T10:00:00+0000", 1800.0)},
-        "asgd": {40: _record("2026-11-28T10:10:00+0000", 3600.0),
-                 41: _record("2026-11-28T12:00:00+0000", 360.0)},
-    }}  # fmt: skip
+    records = {
+        "dirichlet": {
+            "ssgd": {40: _record("2026-11-28T10:00:00+0000", 1800.0)},
+            "asgd": {
+                40: _record("2026-11-28T10:10:00+0000", 3600.0),
+                41: _record("2026-11-28T12:00:00+0000", 360.0),
+            },
+        }
+    }
     found = claims_spent.suite_spent(SUITE, records, seeds=10, two_at_a_time=1.2)
     assert (found["finished"], found["planned"]) == (3, 30)
     # one run, one at a time: its input's mean wall s x 30 / 10 x 1.5; ssgd 200 s, asgd 600 s

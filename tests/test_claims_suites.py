@@ -43,8 +43,11 @@ def test_each_preset_chosen_off_its_default_also_runs_at_its_default() -> None:
     named = re.search(r"\((benchmarks/results/suites/[\w.-]+/tuned\.json)\)", text)
     tuned = json.loads((ROOT / named.group(1)).read_text(encoding="utf-8"))
     variants = re.findall(r'--variant "(\w+)-default=(\w+) ([\w.]+)=([^"]+)"', text)
-    given = {preset: {key: tomllib.loads(f"v = {value}")["v"]}
-             for name, preset, key, value in variants if name == preset}  # fmt: skip
+    given = {
+        preset: {key: tomllib.loads(f"v = {value}")["v"]}
+        for name, preset, key, value in variants
+        if name == preset
+    }
     assert len(given) == len(variants)
     off = {p for p, point in tuned["chosen"].items() if point["name"] != p}
     assert set(given) == off
@@ -56,8 +59,11 @@ def test_each_preset_chosen_off_its_default_also_runs_at_its_default() -> None:
 def test_an_unknown_suite_is_refused_before_anything_runs(tmp_path: Path) -> None:
     done = subprocess.run(
         ["bash", str(SCRIPT), str(tmp_path / "suites"), "claims-s30", "claims-nope"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "no suite claims-nope; allowed: claims-a-dir claims-alpha0.05" in done.stderr
     assert not (tmp_path / "suites").exists()  # not even the first suite started
@@ -77,15 +83,25 @@ def test_every_suite_checkpoints_its_runs_and_turns_the_guard_off() -> None:
 def test_by_default_the_protocols_five_suites_run_in_its_order(tmp_path: Path) -> None:
     fake, log = _fake_python(tmp_path)
     done = subprocess.run(
-        ["bash", str(SCRIPT), str(tmp_path / "suites")], cwd=ROOT,
+        ["bash", str(SCRIPT), str(tmp_path / "suites")],
+        cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    outs = [re.search(r"--out \S+/(claims-[\w.-]+)", call).group(1)
-            for call in log.read_text().splitlines()]  # fmt: skip
-    assert outs == ["claims-a-dir", "claims-alpha0.05", "claims-alpha0.5", "claims-alpha1.0",
-                    "claims-s30"]  # fmt: skip
+    outs = [
+        re.search(r"--out \S+/(claims-[\w.-]+)", call).group(1)
+        for call in log.read_text().splitlines()
+    ]
+    assert outs == [
+        "claims-a-dir",
+        "claims-alpha0.05",
+        "claims-alpha0.5",
+        "claims-alpha1.0",
+        "claims-s30",
+    ]
 
 
 def test_the_script_runs_the_suites_and_budgets_the_compute_estimate_planned(
@@ -99,13 +115,18 @@ def test_the_script_runs_the_suites_and_budgets_the_compute_estimate_planned(
     fake, log = _fake_python(tmp_path)
     for names in ([], planned.CUT):
         done = subprocess.run(
-            ["bash", str(SCRIPT), str(tmp_path / "suites"), *names], cwd=ROOT,
+            ["bash", str(SCRIPT), str(tmp_path / "suites"), *names],
+            cwd=ROOT,
             env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
-    calls = [re.search(r"--rounds (\d+) .*--out \S+/(claims-[\w.-]+)", call).groups()
-             for call in log.read_text().splitlines()]  # fmt: skip
+    calls = [
+        re.search(r"--rounds (\d+) .*--out \S+/(claims-[\w.-]+)", call).groups()
+        for call in log.read_text().splitlines()
+    ]
     run = [name for name in planned.SUITES if name not in planned.CUT]
     assert [name for _, name in calls] == [*run, *planned.CUT]
     assert {name: int(rounds) for rounds, name in calls} == {
@@ -141,10 +162,13 @@ def test_a_suite_skips_the_runs_its_committed_records_hold(tmp_path: Path) -> No
     (records / "claims-s30").mkdir(parents=True)
     (records / "claims-s30" / "suite.json").write_text("{}")
     done = subprocess.run(
-        ["bash", str(SCRIPT), str(tmp_path / "suites"), "claims-s30", "claims-b"], cwd=ROOT,
+        ["bash", str(SCRIPT), str(tmp_path / "suites"), "claims-s30", "claims-b"],
+        cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "RECORDS": str(records)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     s30, b = log.read_text().splitlines()
     assert f"--records {records}/claims-s30 " in s30 and "--scenario s" in s30
@@ -162,10 +186,13 @@ def test_export_adds_every_finished_run_to_the_records_folders(tmp_path: Path) -
     (records / "claims-b").mkdir(parents=True)
     (records / "claims-b" / "suite.json").write_text("{}")
     done = subprocess.run(
-        ["bash", str(SCRIPT), "--export", str(suites), str(records)], cwd=ROOT,
+        ["bash", str(SCRIPT), "--export", str(suites), str(records)],
+        cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [  # claims-a-dir has no finished run: not exported
         f"-m fl_async.cli bench --out {suites}/claims-s30 --export {records}/claims-s30",
@@ -180,9 +207,13 @@ def test_jobs_sets_the_runs_at_a_time_and_a_bad_value_is_refused(tmp_path: Path)
     for jobs in (None, "1", "two", "0"):
         env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake)} | ({"JOBS": jobs} if jobs else {})
         done = subprocess.run(
-            ["bash", str(SCRIPT), str(tmp_path / jobs_dir(jobs)), "claims-alpha0.5"], cwd=ROOT,
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            ["bash", str(SCRIPT), str(tmp_path / jobs_dir(jobs)), "claims-alpha0.5"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if jobs in ("two", "0"):
             assert done.returncode == 2
             assert f"JOBS={jobs}; allowed: a whole number of runs at a time" in done.stderr
@@ -208,9 +239,12 @@ def test_a_suite_with_a_failed_run_does_not_stop_the_next_but_an_interrupt_does(
         log.unlink(missing_ok=True)
         done = subprocess.run(
             ["bash", str(SCRIPT), str(tmp_path / "s"), "claims-alpha0.5", "claims-alpha1.0"],
-            cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "FIRST": first},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "FIRST": first},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == code, done.stderr
         assert len(log.read_text().splitlines()) == calls
         said[first] = done.stderr

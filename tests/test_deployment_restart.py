@@ -114,9 +114,12 @@ def crash_superlink(
     checkpointer = Checkpointer(Path(run_config["checkpoint-dir"]), None)
     crashed = deployment.start_run(
         APP,
-        {**run_config, "result-path": str(tmp_path / "crashed.json"),
-         "progress-path": str(tmp_path / "crashed-progress.json")},
-    )  # fmt: skip
+        {
+            **run_config,
+            "result-path": str(tmp_path / "crashed.json"),
+            "progress-path": str(tmp_path / "crashed-progress.json"),
+        },
+    )
     wait_until(
         checkpointer.path.exists,
         timeout=90,
@@ -211,9 +214,12 @@ def resume(
     result_path = tmp_path / "resumed.json"
     resumed = deployment.start_run(
         APP,
-        {**run_config, "result-path": str(result_path),
-         "progress-path": str(tmp_path / "resumed-progress.json")},
-    )  # fmt: skip
+        {
+            **run_config,
+            "result-path": str(result_path),
+            "progress-path": str(tmp_path / "resumed-progress.json"),
+        },
+    )
     status = deployment.wait_run(resumed, timeout=240)
     result = read_json(result_path)
     context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"
@@ -267,10 +273,13 @@ def wait_for_both_runs_ended(deployment: FlowerDeployment) -> None:
     The crashed run is marked failed once the SuperLink sees it gone: on a loaded machine that
     can come after the resumed run ended (seen with three pytest workers on 2 cores)."""
     ended = {"finished:failed", "finished:completed"}
-    wait_until(lambda: {r["status"] for r in deployment.runs_status()} == ended,
-               timeout=120, what=f"the two runs {sorted(ended)}",
-               context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
-               interval=2.0)  # fmt: skip
+    wait_until(
+        lambda: {r["status"] for r in deployment.runs_status()} == ended,
+        timeout=120,
+        what=f"the two runs {sorted(ended)}",
+        context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
+        interval=2.0,
+    )
 
 
 def report(
@@ -339,6 +348,8 @@ def test_run_resumes_after_a_superlink_restart(
         stopping = time.monotonic()
         deployment.stop_all()
         reap({pid for pid, _ in children})
-        print(f"stopped every process in {time.monotonic() - stopping:.1f} s; "
-              f"total {time.monotonic() - started:.1f} s")  # fmt: skip
+        print(
+            f"stopped every process in {time.monotonic() - stopping:.1f} s; "
+            f"total {time.monotonic() - started:.1f} s"
+        )
     assert deployment.leftovers() == [], "processes left running"

@@ -23,9 +23,12 @@ class FlakyNode(QuadraticNode):
 def _start(strategy, nodes, rounds=4):
     with task_identity():
         return strategy.start(
-            FakeGrid(nodes, max_delay=0), initial_arrays(), num_rounds=rounds, timeout=5,
+            FakeGrid(nodes, max_delay=0),
+            initial_arrays(),
+            num_rounds=rounds,
+            timeout=5,
             train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
-        )  # fmt: skip
+        )
 
 
 @pytest.mark.parametrize(
@@ -85,9 +88,14 @@ def test_a_buffered_rule_resumes_from_a_checkpoint_to_the_uninterrupted_run(tmp_
 
     def make(directory=None):
         return preset(
-            buffer_size=3, clock=VirtualClock(seed=2), min_nodes=4, seed=4, eval_every=1,
-            checkpoint_dir=directory, checkpoint_every=2 if directory else None,
-        )  # fmt: skip
+            buffer_size=3,
+            clock=VirtualClock(seed=2),
+            min_nodes=4,
+            seed=4,
+            eval_every=1,
+            checkpoint_dir=directory,
+            checkpoint_every=2 if directory else None,
+        )
 
     with task_identity():
         full = start(make(), quadratic_fleet(4, seed=21))
@@ -98,7 +106,8 @@ def test_a_buffered_rule_resumes_from_a_checkpoint_to_the_uninterrupted_run(tmp_
         assert (saved.aggregator["version"], saved.num_updates) == (4, 12) and saved.in_flight
         resumed = start(make(tmp_path), with_new_node_ids(quadratic_fleet(4, seed=21)))
     assert resumed.num_updates == full.num_updates == 20 and full.server_steps == 6
-    for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
-                    strict=True):  # fmt: skip
+    for a, b in zip(
+        full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     assert history(resumed) == history(full)

@@ -136,8 +136,7 @@ def test_mifa_forget_drops_the_node_from_the_sum_and_keeps_n():
     assert sorted(state["cache"]) == [0, 2] and agg.num_cached == 2
     np.testing.assert_array_equal(state["sum"][0], np.full((3, 4), 4.0, np.float32))
     before = agg.params[0].copy()
-    agg.apply(ClientUpdate(node_id=0, delta=[np.zeros(s, np.float32) for s in SHAPES],
-                           staleness=0))  # fmt: skip
+    agg.apply(ClientUpdate(node_id=0, delta=[np.zeros(s, np.float32) for s in SHAPES], staleness=0))
     np.testing.assert_allclose(
         before - agg.params[0], 3.0 / 4, rtol=1e-5
     )  # S = 0 + 3, still over N = 4
@@ -175,15 +174,15 @@ def test_bad_keywords_name_the_value_and_what_is_allowed():
 
 
 # ----------------------------------------------------------------------------------- CA2FL
-@pytest.mark.parametrize("hyper", [{"lr": 1.0, "buffer_size": 3},
-                                   {"lr": 0.6, "buffer_size": 4, "num_nodes": 6}])  # fmt: skip
+@pytest.mark.parametrize(
+    "hyper", [{"lr": 1.0, "buffer_size": 3}, {"lr": 0.6, "buffer_size": 4, "num_nodes": 6}]
+)
 def test_ca2fl_kernel_equals_reference_bit_for_bit(hyper, publishes):
     """Every update is one kernel into scratch; the buffers see first arrivals with and without
     a cached update, and repeated arrivals within one buffer."""
     agg = _init(CA2FL(**hyper))
     z = _zeros(agg)
-    state = {"w": [w.copy() for w in agg.params], "S": z, "h": z, "B": z, "G": {}, "G0": {},
-             "m": 0}  # fmt: skip
+    state = {"w": [w.copy() for w in agg.params], "S": z, "h": z, "B": z, "G": {}, "G0": {}, "m": 0}
     steps = repeats = 0
     for node, delta, tau in _updates(seed=3, count=20):
         repeats += node in state["G0"]
@@ -240,11 +239,30 @@ FADAS_CASES = {
 @pytest.mark.parametrize("case", sorted(FADAS_CASES))
 def test_fadas_kernel_equals_reference_bit_for_bit(case, publishes):
     agg = _init(FADAS(**{"buffer_size": 3, "lr": 0.05, **FADAS_CASES[case]}))
-    hyper = {k: getattr(agg, k) for k in ("lr", "buffer_size", "beta1", "beta2", "eps", "tau_c",
-                                          "delay_rule", "bias_correction")}  # fmt: skip
+    hyper = {
+        k: getattr(agg, k)
+        for k in (
+            "lr",
+            "buffer_size",
+            "beta1",
+            "beta2",
+            "eps",
+            "tau_c",
+            "delay_rule",
+            "bias_correction",
+        )
+    }
     z = _zeros(agg)
-    state = {"w": [w.copy() for w in agg.params], "B": z, "m": z, "q": z, "q_max": z, "c": 0,
-             "tau_max": 0, "t": 0}  # fmt: skip
+    state = {
+        "w": [w.copy() for w in agg.params],
+        "B": z,
+        "m": z,
+        "q": z,
+        "q_max": z,
+        "c": 0,
+        "tau_max": 0,
+        "t": 0,
+    }
     for node, delta, tau in _updates(seed=6, count=18):
         outcome = agg.apply(ClientUpdate(node_id=node, delta=delta, staleness=tau))
         state = fadas_reference(state, delta, tau, **hyper)
@@ -254,8 +272,11 @@ def test_fadas_kernel_equals_reference_bit_for_bit(case, publishes):
         for key in ("m", "q", "q_max"):
             _same(rule[key], state[key])
         _same(rule["buffer"], state["B"])
-        assert (rule["count"], rule["tau_max"], rule["t"]) == (state["c"], state["tau_max"],
-                                                                state["t"])  # fmt: skip
+        assert (rule["count"], rule["tau_max"], rule["t"]) == (
+            state["c"],
+            state["tau_max"],
+            state["t"],
+        )
     assert agg.version == 18 // hyper["buffer_size"]
     assert len(publishes) == 18
 

@@ -38,9 +38,15 @@ def test_each_version_is_evaluated_once_however_many_grid_points_it_spans():
     evaluate = Evaluation(grid)
     strategy = SSGD(clock=VirtualClock(seed=3), min_nodes=4, eval_grid=40)
     budget = 200.0
-    result = strategy.start(grid, initial_arrays(), num_rounds=3, timeout=60,
-                            train_config=TRAIN, evaluate_fn=evaluate,
-                            max_virtual_time=budget)  # fmt: skip
+    result = strategy.start(
+        grid,
+        initial_arrays(),
+        num_rounds=3,
+        timeout=60,
+        train_config=TRAIN,
+        evaluate_fn=evaluate,
+        max_virtual_time=budget,
+    )
     points = result.evaluate_metrics_grid
     assert sorted(points) == list(range(1, 41))
     for record in points.values():
@@ -57,9 +63,13 @@ def test_the_next_tasks_are_sent_before_an_evaluation_that_cannot_stop_the_run()
     grid = FakeGrid(quadratic_fleet(4, seed=1), delay_seed=2)
     evaluate = Evaluation(grid)
     result = GSGM(clock=VirtualClock(seed=3), min_nodes=4).start(
-        grid, initial_arrays(), num_rounds=3, timeout=60, train_config=TRAIN,
+        grid,
+        initial_arrays(),
+        num_rounds=3,
+        timeout=60,
+        train_config=TRAIN,
         evaluate_fn=evaluate,
-    )  # fmt: skip
+    )
     assert result.num_updates == 12
     due = [(step, sent) for step, sent in evaluate.calls if step in (0, 4, 8)]
     # cycle k+1's four tasks were out when step 4k was evaluated: at step 0, the first four
@@ -71,8 +81,13 @@ def test_an_evaluation_that_may_stop_the_run_comes_before_the_next_tasks():
     grid = FakeGrid(quadratic_fleet(4, seed=1), delay_seed=2)
     evaluate = Evaluation(grid, accuracy=0.0)
     GSGM(clock=VirtualClock(seed=3), min_nodes=4).start(
-        grid, initial_arrays(), num_rounds=3, timeout=60, train_config=TRAIN,
-        evaluate_fn=evaluate, target_accuracy=0.9,
-    )  # fmt: skip
+        grid,
+        initial_arrays(),
+        num_rounds=3,
+        timeout=60,
+        train_config=TRAIN,
+        evaluate_fn=evaluate,
+        target_accuracy=0.9,
+    )
     due = [(step, sent) for step, sent in evaluate.calls if step in (0, 4, 8)]
     assert due == [(0, 0), (4, 4), (8, 8)]

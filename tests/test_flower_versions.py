@@ -43,10 +43,14 @@ def test_a_run_records_the_machine_it_ran_on_and_its_record_keeps_it(monkeypatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H100 80GB HBM3")
     machine = server_run._machine()
-    assert machine == {"arch": platform.machine(), "system": platform.system(),
-                       "cpus": os.cpu_count(), "cpu": server_run.cpu_model(),
-                       "cpu-capability": torch.backends.cpu.get_cpu_capability(),
-                       "gpu": "NVIDIA H100 80GB HBM3"}  # fmt: skip
+    assert machine == {
+        "arch": platform.machine(),
+        "system": platform.system(),
+        "cpus": os.cpu_count(),
+        "cpu": server_run.cpu_model(),
+        "cpu-capability": torch.backends.cpu.get_cpu_capability(),
+        "gpu": "NVIDIA H100 80GB HBM3",
+    }
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     history = {
         "config": {},

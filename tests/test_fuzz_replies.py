@@ -60,8 +60,9 @@ def test_a_declared_huge_array_is_refused_before_it_is_allocated(shape):
     out = io.BytesIO()
     npy.write_array_header_1_0(out, {"descr": "<f8", "fortran_order": False, "shape": shape})
     out.write(np.zeros(4).tobytes())
-    record = ArrayRecord({"w": Array(dtype="float64", shape=shape, stype="numpy.ndarray",
-                                     data=out.getvalue())})  # fmt: skip
+    record = ArrayRecord(
+        {"w": Array(dtype="float64", shape=shape, stype="numpy.ndarray", data=out.getvalue())}
+    )
     with pytest.raises(ValueError, match=r"declares shape .* but carries 32 bytes"):
         protocol.decode_arrays(record)
 
@@ -128,8 +129,9 @@ def test_every_presets_loop_survives_bad_replies_and_counts_each(preset, replies
     fuzzer = FuzzNode(nodes[fuzz_id], replies)
     handlers = {**nodes, fuzz_id: fuzzer}
     strategy = PRESETS[preset](clock=VirtualClock(seed=3), min_nodes=4, seed=1, eval_every=None)
-    result = strategy.start(FakeGrid(handlers), initial_arrays(), num_rounds=3, timeout=1,
-                            train_config=TRAIN)  # fmt: skip
+    result = strategy.start(
+        FakeGrid(handlers), initial_arrays(), num_rounds=3, timeout=1, train_config=TRAIN
+    )
     records = [dict(r) for _, r in sorted(result.train_metrics_clientapp.items())]
     from_fuzzer = [r for r in records if r["stable-id"] == FUZZER]
     assert not any(r["accepted"] for r in from_fuzzer)

@@ -59,8 +59,9 @@ def run(agg, updates, history=None, watch=None):
     seen = []
     for node, delta, tau, forget in updates:
         b = max(len(history) - 1 - tau, 0)
-        update = ClientUpdate(node_id=node, delta=delta, base=history[b],
-                              staleness=len(history) - 1 - b)  # fmt: skip
+        update = ClientUpdate(
+            node_id=node, delta=delta, base=history[b], staleness=len(history) - 1 - b
+        )
         outcome = agg.apply(update)
         seen.append(b"".join(p.tobytes() for p in agg.params))
         if forget is not None:
@@ -85,8 +86,11 @@ def make(rule, **extra):
 
 def open_files(directory):
     """This process's open descriptors and mappings of files in ``directory`` (Linux)."""
-    found = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-             if os.path.exists(f"/proc/self/fd/{fd}")]  # fmt: skip
+    found = [
+        os.readlink(f"/proc/self/fd/{fd}")
+        for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    ]
     found += Path("/proc/self/maps").read_text().splitlines()
     return [line for line in found if str(directory) in line]
 
@@ -124,8 +128,9 @@ def test_spilling_changes_nothing_bit_for_bit(rule, budget, branch, tmp_path):
 
 
 @pytest.mark.parametrize("rule", ["update", "adam", "buffer"])
-@pytest.mark.parametrize(("saved", "loaded"), [(0, None), (None, 0), (2 * NODE_BYTES, 0),
-                                               (0, 3 * NODE_BYTES)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("saved", "loaded"), [(0, None), (None, 0), (2 * NODE_BYTES, 0), (0, 3 * NODE_BYTES)]
+)
 def test_state_dict_resumes_bit_for_bit_across_budgets(rule, saved, loaded, tmp_path):
     updates = list(events(seed=4))
     whole = make(rule)
@@ -239,12 +244,14 @@ def test_no_file_until_something_spills(tmp_path):
         ({"cache_memory": True}, "cache_memory must be a finite number >= 0 or None, got True"),
         ({"cache_memory": math.inf}, "cache_memory must be a finite number >= 0 or None, got inf"),
         ({"cache_memory": math.nan}, "cache_memory must be a finite number >= 0 or None, got nan"),
-        ({"cache_dir": "/no/such/dir"},
-         "cache_dir must be an existing directory or None, got '/no/such/dir'"),
+        (
+            {"cache_dir": "/no/such/dir"},
+            "cache_dir must be an existing directory or None, got '/no/such/dir'",
+        ),
         ({"cache_dir": 3}, "cache_dir must be an existing directory or None, got 3"),
         ({"cache_dir": ""}, "cache_dir must be an existing directory or None, got ''"),
     ],
-)  # fmt: skip
+)
 def test_bad_budgets_and_directories_name_the_value(kwargs, message):
     with pytest.raises(InvalidArgument) as err:
         GSGM(**kwargs)
@@ -273,8 +280,9 @@ def test_preset_and_run_config_keys_reach_the_aggregator(tmp_path):
 
     agg = GSGMPreset(cache_memory=0, cache_dir=tmp_path).aggregator
     assert (agg.cache_memory, agg.cache_dir) == (0, str(tmp_path))
-    config = parse_run_config({"strategy": "gsgm", "gsgm.cache-memory": 2000000,
-                               "gsgm.cache-dir": str(tmp_path)})  # fmt: skip
+    config = parse_run_config(
+        {"strategy": "gsgm", "gsgm.cache-memory": 2000000, "gsgm.cache-dir": str(tmp_path)}
+    )
     agg = server_run.build_strategy(config, clock=None).aggregator
     assert (agg.cache_memory, agg.cache_dir) == (2000000, str(tmp_path))
     agg = server_run.build_strategy(parse_run_config({"strategy": "gsgm"}), clock=None).aggregator
@@ -291,9 +299,12 @@ def test_the_loop_runs_the_same_with_everything_on_disk(tmp_path):
         strategy = GSGMPreset(clock=VirtualClock(seed=7), min_nodes=5, seed=11, **kwargs)
         with task_identity():
             result = strategy.start(
-                FakeGrid(nodes, delay_seed=1), initial_arrays(), num_rounds=4, timeout=5,
+                FakeGrid(nodes, delay_seed=1),
+                initial_arrays(),
+                num_rounds=4,
+                timeout=5,
                 train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
-            )  # fmt: skip
+            )
         updates = [
             {k: v for k, v in dict(r).items() if k != "wall-time"}
             for _, r in sorted(result.train_metrics_clientapp.items())

@@ -16,21 +16,29 @@ from fl_async.validation import InvalidArgument
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"server_optimizer": "nadam"},
-         "server_optimizer must be one of 'sgd', 'momentum', 'adam', got 'nadam'"),
-        ({"momentum_rule": "nesterov"},
-         "momentum_rule must be one of 'update', 'cycle', 'implicit', got 'nesterov'"),
-        ({"server_optimizer": "sgd", "momentum_rule": "cycle"},
-         "momentum_rule='cycle' needs server_optimizer='momentum', got server_optimizer='sgd'"),
-        ({"server_optimizer": "adam", "momentum_rule": "implicit"},
-         "momentum_rule='implicit' needs server_optimizer='momentum', got server_optimizer="),
+        (
+            {"server_optimizer": "nadam"},
+            "server_optimizer must be one of 'sgd', 'momentum', 'adam', got 'nadam'",
+        ),
+        (
+            {"momentum_rule": "nesterov"},
+            "momentum_rule must be one of 'update', 'cycle', 'implicit', got 'nesterov'",
+        ),
+        (
+            {"server_optimizer": "sgd", "momentum_rule": "cycle"},
+            "momentum_rule='cycle' needs server_optimizer='momentum', got server_optimizer='sgd'",
+        ),
+        (
+            {"server_optimizer": "adam", "momentum_rule": "implicit"},
+            "momentum_rule='implicit' needs server_optimizer='momentum', got server_optimizer=",
+        ),
         ({"schedule": "wait"}, "schedule must be one of 'block', 'buffer', got 'wait'"),
         ({"slack": -1}, "slack must be an integer >= 0, got -1"),
         ({"num_nodes": 0}, "num_nodes must be an integer >= 1 or None, got 0"),
         ({"beta1": 1.0}, "beta1 must be a finite number in [0, 1), got 1.0"),
         ({"eps": 0.0}, "eps must be a finite number > 0, got 0.0"),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_name_the_value_and_what_is_allowed(kwargs, message):
     with pytest.raises(InvalidArgument) as err:
         GSGM(**kwargs)
@@ -50,15 +58,22 @@ def test_preset_defaults_dispatch_with_the_white_list_and_keep_the_rule():
     assert type(preset.policy) is WhiteList and preset.policy.staleness_bound == 0
     agg = _resolve(preset, 10)
     assert agg.lr == pytest.approx(0.01) and agg.num_nodes is None
-    assert (agg.server_optimizer, agg.momentum_rule, agg.schedule) == ("momentum", "update",
-                                                                       "block")  # fmt: skip
+    assert (agg.server_optimizer, agg.momentum_rule, agg.schedule) == (
+        "momentum",
+        "update",
+        "block",
+    )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "lr"),
-    [({"server_optimizer": "sgd"}, 0.1), ({"server_optimizer": "adam"}, 0.01),
-     ({"momentum_rule": "cycle", "momentum": 0.5}, 0.05), ({"momentum_rule": "implicit"}, 0.01)],
-)  # fmt: skip
+    [
+        ({"server_optimizer": "sgd"}, 0.1),
+        ({"server_optimizer": "adam"}, 0.01),
+        ({"momentum_rule": "cycle", "momentum": 0.5}, 0.05),
+        ({"momentum_rule": "implicit"}, 0.01),
+    ],
+)
 def test_preset_auto_lr_follows_the_server_optimizer(kwargs, lr):
     assert _resolve(GSGMPreset(**kwargs), 10).lr == pytest.approx(lr)
     assert _resolve(GSGMPreset(lr=0.2, **kwargs), 10).lr == 0.2
@@ -78,9 +93,16 @@ def test_run_config_keys_reach_the_preset():
     from fl_async.app.config import parse_run_config
 
     config = parse_run_config(
-        {"strategy": "gsgm", "gsgm.server-optimizer": "adam", "gsgm.beta1": 0.8,
-         "gsgm.beta2": 0.99, "gsgm.eps": 1e-6, "gsgm.schedule": "buffer", "gsgm.slack": 1}
-    )  # fmt: skip
+        {
+            "strategy": "gsgm",
+            "gsgm.server-optimizer": "adam",
+            "gsgm.beta1": 0.8,
+            "gsgm.beta2": 0.99,
+            "gsgm.eps": 1e-6,
+            "gsgm.schedule": "buffer",
+            "gsgm.slack": 1,
+        }
+    )
     agg = server_run.build_strategy(config, clock=None).aggregator
     assert (agg.server_optimizer, agg.beta1, agg.beta2, agg.eps) == ("adam", 0.8, 0.99, 1e-6)
     assert (agg.schedule, agg.slack) == ("buffer", 1)
@@ -107,8 +129,9 @@ def _run(strategy, nodes, num_rounds=4):
 @pytest.mark.parametrize("slack", [0, 2])
 def test_buffer_schedule_in_the_loop_never_blocks_and_keeps_applied_counts_even(slack):
     nodes = quadratic_fleet(5, seed=4)
-    strategy = GSGMPreset(clock=VirtualClock(seed=2, sigma=1.5), min_nodes=5, slack=slack,
-                          schedule="buffer")  # fmt: skip
+    strategy = GSGMPreset(
+        clock=VirtualClock(seed=2, sigma=1.5), min_nodes=5, slack=slack, schedule="buffer"
+    )
     result = _run(strategy, nodes)
     assert result.stopped_by == "budget" and result.num_updates == 20
     agg = strategy.aggregator
@@ -128,9 +151,13 @@ def test_buffer_schedule_in_the_loop_never_blocks_and_keeps_applied_counts_even(
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"server_optimizer": "sgd"}, {"server_optimizer": "adam"}, {"momentum_rule": "cycle"},
-     {"momentum_rule": "implicit", "schedule": "buffer"}],
-)  # fmt: skip
+    [
+        {"server_optimizer": "sgd"},
+        {"server_optimizer": "adam"},
+        {"momentum_rule": "cycle"},
+        {"momentum_rule": "implicit", "schedule": "buffer"},
+    ],
+)
 def test_variants_run_in_the_loop(kwargs):
     nodes = quadratic_fleet(4, seed=1)
     strategy = GSGMPreset(clock=VirtualClock(seed=1), min_nodes=4, **kwargs)

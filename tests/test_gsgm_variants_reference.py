@@ -40,9 +40,19 @@ def _zeros():
 
 def start_state(agg):
     """The reference state matching a freshly initialised aggregator."""
-    return {"w": [p.copy() for p in agg.params], "S": _zeros(), "G": {}, "u": _zeros(),
-            "c": _zeros(), "j": 0, "tau_sum": 0.0, "tau_count": 0, "m": _zeros(), "q": _zeros(),
-            "t": 0}  # fmt: skip
+    return {
+        "w": [p.copy() for p in agg.params],
+        "S": _zeros(),
+        "G": {},
+        "u": _zeros(),
+        "c": _zeros(),
+        "j": 0,
+        "tau_sum": 0.0,
+        "tau_count": 0,
+        "m": _zeros(),
+        "q": _zeros(),
+        "t": 0,
+    }
 
 
 def reference_step(agg, state, node, delta, weight, staleness):
@@ -171,9 +181,16 @@ SKEWED = [0.45, 0.3, 0.15, 0.1]
 
 @pytest.mark.parametrize(
     ("name", "slack", "num_nodes"),
-    [("update", 0, 4), ("update", 1, 4), ("update", 0, None), ("cycle", 0, 4),
-     ("implicit", 1, 4), ("adam", 0, 4), ("sgd", 2, 4)],
-)  # fmt: skip
+    [
+        ("update", 0, 4),
+        ("update", 1, 4),
+        ("update", 0, None),
+        ("cycle", 0, 4),
+        ("implicit", 1, 4),
+        ("adam", 0, 4),
+        ("sgd", 2, 4),
+    ],
+)
 def test_buffer_schedule_equals_reference_bit_for_bit(name, slack, num_nodes, branch):
     agg = make(name, schedule="buffer", slack=slack, num_nodes=num_nodes)
     agg.init(_params())
@@ -235,7 +252,12 @@ def test_state_dict_round_trip_continues_bit_for_bit(name):
 def test_a_state_dict_of_another_variant_is_refused():
     agg = GSGM(server_optimizer="sgd")
     agg.init(_params())
-    for other in (GSGM(), GSGM(server_optimizer="adam"), GSGM(momentum_rule="cycle"),
-                  GSGM(momentum_rule="implicit"), GSGM(schedule="buffer")):  # fmt: skip
+    for other in (
+        GSGM(),
+        GSGM(server_optimizer="adam"),
+        GSGM(momentum_rule="cycle"),
+        GSGM(momentum_rule="implicit"),
+        GSGM(schedule="buffer"),
+    ):
         with pytest.raises(ValueError, match="does not match server_optimizer"):
             other.load_state_dict(agg.state_dict())

@@ -14,8 +14,10 @@ from fl_async.aggregators.gsgm import implicit_momentum_beta
 # ------------------------------------------------------------------- server optimizer, momentum
 def test_explicit_default_keywords_are_the_default_rule():
     runs = []
-    for agg in (GSGM(**COMMON), GSGM(**COMMON, server_optimizer="momentum", momentum_rule="update",
-                                     schedule="block")):  # fmt: skip
+    for agg in (
+        GSGM(**COMMON),
+        GSGM(**COMMON, server_optimizer="momentum", momentum_rule="update", schedule="block"),
+    ):
         agg.init(_params())
         feed(agg, stream(seed=2), [[p.copy() for p in agg.params]])
         runs.append(agg.state_dict())
@@ -26,10 +28,18 @@ def test_explicit_default_keywords_are_the_default_rule():
 def test_adam_is_trend_smooths_adam_on_the_scheduled_gradient():
     """With ``average_weight=0`` the scheduled gradient is ``s(tau) delta``: GSGM's adam then
     moves the model exactly as Trend-Smooth's adam base without shrinking (``shrink=1``)."""
-    gsgm = GSGM(server_optimizer="adam", lr=0.02, average_weight=0.0, beta1=0.8, beta2=0.99,
-                eps=1e-6, staleness="polynomial")  # fmt: skip
-    trend = TrendSmooth(base="adam", lr=0.02, beta1=0.8, beta2=0.99, eps=1e-6, shrink=1.0,
-                        staleness="polynomial")  # fmt: skip
+    gsgm = GSGM(
+        server_optimizer="adam",
+        lr=0.02,
+        average_weight=0.0,
+        beta1=0.8,
+        beta2=0.99,
+        eps=1e-6,
+        staleness="polynomial",
+    )
+    trend = TrendSmooth(
+        base="adam", lr=0.02, beta1=0.8, beta2=0.99, eps=1e-6, shrink=1.0, staleness="polynomial"
+    )
     for agg in (gsgm, trend):
         agg.init(_params())
         feed(agg, stream(seed=4), [[p.copy() for p in agg.params]])
@@ -126,9 +136,15 @@ def test_buffer_holds_a_node_ahead_and_applies_its_mean_when_the_minimum_rises()
     s = ref.staleness
     state = ref.state_dict()["state"]
     mean = [(a + b) / 2 for a, b in zip(_vector(2.0), _vector(4.0), strict=True)]
-    expected = gsgm_reference({"w": ref.params, "S": state["sum"], "u": state["velocity"],
-                               "G": state["cache"]}, 0, mean, (s(1) + s(3)) / 2,
-                              lr=0.5, momentum=0.9, average_weight=0.5)  # fmt: skip
+    expected = gsgm_reference(
+        {"w": ref.params, "S": state["sum"], "u": state["velocity"], "G": state["cache"]},
+        0,
+        mean,
+        (s(1) + s(3)) / 2,
+        lr=0.5,
+        momentum=0.9,
+        average_weight=0.5,
+    )
     for got, want in zip(agg.params, expected["w"], strict=True):
         np.testing.assert_array_equal(got, want)
 

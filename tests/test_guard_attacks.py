@@ -27,9 +27,12 @@ def _run(preset, handlers, *, rounds=12, dim=5, **kwargs):
     )
     with task_identity():
         return strategy.start(
-            FakeGrid(handlers, delay_seed=2, max_delay=0), initial_arrays(dim), num_rounds=rounds,
-            timeout=5, train_config=TRAIN,
-        )  # fmt: skip
+            FakeGrid(handlers, delay_seed=2, max_delay=0),
+            initial_arrays(dim),
+            num_rounds=rounds,
+            timeout=5,
+            train_config=TRAIN,
+        )
 
 
 def _loss(result, targets):
@@ -40,8 +43,11 @@ def _loss(result, targets):
 
 
 def _refused(result, nodes):
-    return [r for r in result.train_metrics_clientapp.values()
-            if r["stable-id"] in nodes and not r["accepted"]]  # fmt: skip
+    return [
+        r
+        for r in result.train_metrics_clientapp.values()
+        if r["stable-id"] in nodes and not r["accepted"]
+    ]
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -75,12 +81,17 @@ class InnerProduct:
             return reply
         record = message.content.array_records["arrays"]
         base = record.to_numpy_ndarrays()
-        trained = [h(message).content.array_records["arrays"].to_numpy_ndarrays()[0]
-                   for h in self.honest]  # fmt: skip
+        trained = [
+            h(message).content.array_records["arrays"].to_numpy_ndarrays()[0] for h in self.honest
+        ]
         mean = np.mean([base[0] - t for t in trained], axis=0)
         poisoned = [base[0] + np.float32(4.0) * mean, *base[1:]]
-        content = RecordDict({"arrays": to_record(list(record.keys()), poisoned),
-                              "metrics": reply.content.metric_records["metrics"]})  # fmt: skip
+        content = RecordDict(
+            {
+                "arrays": to_record(list(record.keys()), poisoned),
+                "metrics": reply.content.metric_records["metrics"],
+            }
+        )
         return Message(content, reply_to=message)
 
 
@@ -102,8 +113,11 @@ def test_two_colluders_of_ten_are_refused_and_their_damage_bounded(preset, attac
     targets = [n.target for n in honest_nodes]
     handlers = dict(nodes)
     for k in bad:
-        handlers[k] = (PoisonedNode(nodes[k], lambda t: -5.0) if attack == "sign-flipped-x5"
-                       else InnerProduct(nodes[k], honest_nodes))  # fmt: skip
+        handlers[k] = (
+            PoisonedNode(nodes[k], lambda t: -5.0)
+            if attack == "sign-flipped-x5"
+            else InnerProduct(nodes[k], honest_nodes)
+        )
     guarded = _run(preset, handlers, dim=20)
     unguarded = _run(preset, handlers, dim=20, guard=None)
     honest = _run(preset, {k: n for k, n in nodes.items() if k not in bad}, dim=20)
@@ -120,8 +134,10 @@ def test_a_run_where_one_node_alone_passes_stops_with_one_node():
     # updates can be applied, and the run says so instead of ending "budget".
     nodes = quadratic_fleet(5, seed=21)
     lazy = sorted(nodes)[:4]
-    handlers = {k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 0.0) if k in lazy else n
-                for k, n in nodes.items()}  # fmt: skip
+    handlers = {
+        k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 0.0) if k in lazy else n
+        for k, n in nodes.items()
+    }
     result = _run("asgd", handlers, rounds=40, patience=30)
     assert result.stopped_by == "one-node" and "one-node" in FAILED_STOPS
     assert "only the updates of the node with stable id" in result.stop_detail

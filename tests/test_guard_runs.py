@@ -24,16 +24,22 @@ def _run(folder: Path, updates: list[tuple[int, float | None, bool]], log: str =
         for node, n, ok in updates
     ]
     refused = sum(not ok for _, _, ok in updates)
-    history = {"updates": records, "num-nodes": 3, "final-accuracy": 0.9123,
-               "rejected": {"too-large": refused} if refused else {}}  # fmt: skip
+    history = {
+        "updates": records,
+        "num-nodes": 3,
+        "final-accuracy": 0.9123,
+        "rejected": {"too-large": refused} if refused else {},
+    }
     (folder / "history.json").write_text(json.dumps(history))
     (folder / "run.log").write_text(log)
 
 
 def test_a_fast_node_sets_the_median_of_updates_not_of_nodes(tmp_path: Path) -> None:
     # Node 0 sends 20 small updates; nodes 1 and 2, with more data, one large one each.
-    _run(tmp_path / "suite" / "dirichlet" / "asgd-seed0",
-         [(0, 1.0, True)] * 20 + [(1, 15.0, True), (2, 15.0, True)])  # fmt: skip
+    _run(
+        tmp_path / "suite" / "dirichlet" / "asgd-seed0",
+        [(0, 1.0, True)] * 20 + [(1, 15.0, True), (2, 15.0, True)],
+    )
     result = guard_runs.suite_result(tmp_path / "suite")["dirichlet/asgd-seed0"]
     # 15 over a median of 1, twice (nodes 1 and 2)
     assert result["per-update"] == {"max": 15.0, "over": 2, "over-nodes": 2}
@@ -49,14 +55,31 @@ def test_refusals_and_departures_are_counted_and_runs_without_norms_reach_nothin
         "node with stable id 2 leaves the run after 5 failed tasks ...\n"
         "node with stable id 1 leaves the run after 5 failed tasks ...\n"  # again, after a return
     )
-    _run(tmp_path / "old" / "dirichlet" / "asgd-seed30",
-         [(0, None, True), (1, None, False), (2, None, False)], log)  # fmt: skip
+    _run(
+        tmp_path / "old" / "dirichlet" / "asgd-seed30",
+        [(0, None, True), (1, None, False), (2, None, False)],
+        log,
+    )
     found = guard_runs.suite_result(tmp_path / "old")["dirichlet/asgd-seed30"]
-    assert found == {"refused": 2, "refused-nodes": 2, "left": 2, "nodes": 3,
-                     "final-accuracy": 91.2, "updates": 3}  # fmt: skip
-    result = {"commit": "abc1234", "date": "2026-11-27", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "factor": 10.0, "window": 50,
-              "suites": {"old": {"dirichlet/asgd-seed30": found}}}  # fmt: skip
+    assert found == {
+        "refused": 2,
+        "refused-nodes": 2,
+        "left": 2,
+        "nodes": 3,
+        "final-accuracy": 91.2,
+        "updates": 3,
+    }
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-27",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "factor": 10.0,
+        "window": 50,
+        "suites": {"old": {"dirichlet/asgd-seed30": found}},
+    }
     assert "| old | dirichlet | asgd-seed30 | 2 (2 nodes) | 2 of 3 | 91.2 | 3 | – | – |" in (
         guard_table.table(result)
     )
@@ -65,15 +88,25 @@ def test_refusals_and_departures_are_counted_and_runs_without_norms_reach_nothin
 def test_refusals_of_one_node_say_so_and_a_result_without_counts_still_renders(
     tmp_path: Path,
 ) -> None:
-    _run(tmp_path / "s" / "dirichlet" / "ssgd-seed0",
-         [(0, 1.0, True), (1, 1.0, True), (2, 30.0, False), (2, 40.0, False)])  # fmt: skip
+    _run(
+        tmp_path / "s" / "dirichlet" / "ssgd-seed0",
+        [(0, 1.0, True), (1, 1.0, True), (2, 30.0, False), (2, 40.0, False)],
+    )
     found = guard_runs.suite_result(tmp_path / "s")["dirichlet/ssgd-seed0"]
     assert found["refused-nodes"] == 1 and found["per-node"]["over-nodes"] == 1
     older = {k: v for k, v in found.items() if k not in ("refused-nodes", "per-node")}
     runs = {"dirichlet/ssgd-seed0": found, "dirichlet/ssgd-seed1": older}
-    result = {"commit": "abc1234", "date": "2026-11-27", "versions": "v", "cpus": 2,
-              "load": [0.5, 0.6], "label": "", "factor": 10.0, "window": 50,
-              "suites": {"s": runs}}  # fmt: skip
+    result = {
+        "commit": "abc1234",
+        "date": "2026-11-27",
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+        "factor": 10.0,
+        "window": 50,
+        "suites": {"s": runs},
+    }
     text = guard_table.table(result)
     assert (
         "| s | dirichlet | ssgd-seed0 | 2 (1 node) | 0 of 3 | 91.2 | 4 | 40.0 / 2 (1 node) "

@@ -79,11 +79,21 @@ def test_the_command_itself_refuses_a_crafted_pickle_without_running_it(tmp_path
     output, marker = tmp_path / "run", tmp_path / "ran"
     path = _checkpoint(output, PICKLED, pickle.dumps(_Marker(marker)))
     done = subprocess.run(
-        [sys.executable, "-m", "fl_async.app", "--app", str(ROOT), "--run-config",
-         f"checkpoint-every=2 output-dir='{output}'"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "fl_async.app",
+            "--app",
+            str(ROOT),
+            "--run-config",
+            f"checkpoint-every=2 output-dir='{output}'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={**os.environ, "FLWR_HOME": str(tmp_path / "flwr")},
-    )  # fmt: skip
+    )
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, (done.stdout, done.stderr)
     assert "Traceback" not in done.stdout + done.stderr

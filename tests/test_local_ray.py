@@ -161,9 +161,11 @@ def test_the_real_head_starts_no_autoscaler_monitor_no_idle_workers_and_listens_
         # Ray starts its idle workers when the first driver connects, as the simulation does.
         # The launcher gives the simulation LOOPBACK too: a driver looks for its node there.
         driver = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, head.address], stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-c", DRIVER, head.address],
+            stdout=subprocess.PIPE,
+            text=True,
             env={**os.environ, **local_ray.LOOPBACK},
-        )  # fmt: skip
+        )
         assert _line(driver, 60) == "connected\n"
         time.sleep(3)
         pids = [driver.pid, *superlink.descendants(head.process.pid)]
@@ -231,11 +233,13 @@ def _launch(tmp_path: Path, child: str, grace: float) -> tuple[subprocess.Popen,
     said = tmp_path / "child.txt"
     launcher = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER, child, str(said), str(grace)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     supervisor = int(launcher.stdout.readline())
-    wait_until(lambda: said.is_file() and "ready" in said.read_text(), 30, "the child ready",
-               interval=0.05)  # fmt: skip
+    wait_until(
+        lambda: said.is_file() and "ready" in said.read_text(), 30, "the child ready", interval=0.05
+    )
     return launcher, supervisor, said
 
 
@@ -249,8 +253,13 @@ def test_the_head_gets_sigterm_when_the_launcher_is_killed_outright(tmp_path):
     try:
         launcher.kill()
         launcher.wait()
-        wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the child's SIGTERM",
-                   context=said.read_text, interval=0.05)  # fmt: skip
+        wait_until(
+            lambda: "SIGTERM" in said.read_text(),
+            30,
+            "the child's SIGTERM",
+            context=said.read_text,
+            interval=0.05,
+        )
         assert supervisor in {pid for pid, _ in tree}
         assert not wait_processes_gone(tree, 30), "the supervisor or the head outlived it"
     finally:
@@ -269,8 +278,13 @@ def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grac
     try:
         launcher.kill()
         launcher.wait()
-        wait_until(lambda: "SIGTERM" in said.read_text(), 30, "the head's SIGTERM",
-                   context=said.read_text, interval=0.05)  # fmt: skip
+        wait_until(
+            lambda: "SIGTERM" in said.read_text(),
+            30,
+            "the head's SIGTERM",
+            context=said.read_text,
+            interval=0.05,
+        )
         with contextlib.suppress(ProcessLookupError):  # a second, as Ray's processes may send
             os.kill(supervisor, signal.SIGTERM)
         assert {supervisor, below} <= {pid for pid, _ in tree}

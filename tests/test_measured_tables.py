@@ -58,8 +58,11 @@ def figures_outside_blocks(text: str) -> list[str]:
 
     prose = ALLOWED.sub(blank, NOT_PROSE.sub(blank, text))
     lines = text.split("\n")
-    return [f"line {i + 1}: {lines[i]}" for i, line in enumerate(prose.split("\n"))
-            if re.search(r"\d", line)]  # fmt: skip
+    return [
+        f"line {i + 1}: {lines[i]}"
+        for i, line in enumerate(prose.split("\n"))
+        if re.search(r"\d", line)
+    ]
 
 
 def test_performance_states_no_figure_outside_a_generated_block() -> None:
@@ -68,25 +71,31 @@ def test_performance_states_no_figure_outside_a_generated_block() -> None:
 
 
 def test_the_figure_check_finds_figures_and_passes_what_is_none() -> None:
-    text = "\n".join([
-        "# Speed (issues 2, 4 and 15), 2-core machine, flwr 1.42, 2026-11-24, commit 5bc60b4",
-        "Run `--nodes 10000 --updates 20000`; see [the runs](#runs-2026-11-24).",
-        "<!-- measured from benchmarks/results/measured/x.json -->",
-        "| ASGD | 1.65 |",
-        "<!-- end measured -->",
-        "```bash", "python benchmarks/scale.py --nodes 100", "```",
-        "| ASGD | 1.8 |",
-        "ASGD took 3.5 ms per update in 2 runs.",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "# Speed (issues 2, 4 and 15), 2-core machine, flwr 1.42, 2026-11-24, commit 5bc60b4",
+            "Run `--nodes 10000 --updates 20000`; see [the runs](#runs-2026-11-24).",
+            "<!-- measured from benchmarks/results/measured/x.json -->",
+            "| ASGD | 1.65 |",
+            "<!-- end measured -->",
+            "```bash",
+            "python benchmarks/scale.py --nodes 100",
+            "```",
+            "| ASGD | 1.8 |",
+            "ASGD took 3.5 ms per update in 2 runs.",
+        ]
+    )
     assert figures_outside_blocks(text) == [
-        "line 9: | ASGD | 1.8 |", "line 10: ASGD took 3.5 ms per update in 2 runs."
-    ]  # fmt: skip
+        "line 9: | ASGD | 1.8 |",
+        "line 10: ASGD took 3.5 ms per update in 2 runs.",
+    ]
 
 
 def test_a_new_benchmark_kind_is_one_module(tmp_path) -> None:
     folder = tmp_path / "tables"
-    shutil.copytree(ROOT / "benchmarks" / "tables", folder,
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "benchmarks" / "tables", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
     (folder / "odd.py").write_text(
         'BENCHMARK = "odd"\n\n\ndef table(result: dict) -> str:\n    return "odd table"\n'
     )
@@ -118,19 +127,32 @@ def test_the_docs_tables_are_what_the_committed_results_give() -> None:
 
 def scale_run(strategy: str, nodes: int, median: float, mean: float, pss: float) -> dict:
     return {
-        "strategy": strategy, "nodes": nodes, "updates-asked": 20000, "updates": 20000,
-        "actors": 2, "peak-pss-gib": pss, "groups-at-peak-gib": {"Ray actors": 1.1},
-        "first-update-wall": 12.0, "median-gap": median, "mean-gap": mean,
-        "wall-seconds": 100.0, "final-accuracy": 0.5, "load": [1.0, 2.0],
-    }  # fmt: skip
+        "strategy": strategy,
+        "nodes": nodes,
+        "updates-asked": 20000,
+        "updates": 20000,
+        "actors": 2,
+        "peak-pss-gib": pss,
+        "groups-at-peak-gib": {"Ray actors": 1.1},
+        "first-update-wall": 12.0,
+        "median-gap": median,
+        "mean-gap": mean,
+        "wall-seconds": 100.0,
+        "final-accuracy": 0.5,
+        "load": [1.0, 2.0],
+    }
 
 
 def test_a_scale_block_is_rewritten_with_rows_and_ratios_and_nothing_else(tmp_path) -> None:
     result = {
-        "benchmark": "scale", "commit": "abc1234", "versions": "flwr 1.42.0",
-        "runs": [scale_run("asgd", 100, 0.0002, 0.004, 2.7),
-                 scale_run("asgd", 10000, 0.0004, 0.005, 6.5)],
-    }  # fmt: skip
+        "benchmark": "scale",
+        "commit": "abc1234",
+        "versions": "flwr 1.42.0",
+        "runs": [
+            scale_run("asgd", 100, 0.0002, 0.004, 2.7),
+            scale_run("asgd", 10000, 0.0004, 0.005, 6.5),
+        ],
+    }
     folder = tmp_path / "benchmarks" / "results" / "measured"
     folder.mkdir(parents=True)
     (folder / "scale-x.json").write_text(json.dumps(result))
@@ -148,14 +170,20 @@ def test_a_scale_block_is_rewritten_with_rows_and_ratios_and_nothing_else(tmp_pa
 @pytest.mark.parametrize(
     ("block", "message"),
     [
-        ("<!-- measured from benchmarks/results/measured/none.json -->\n<!-- end measured -->",
-         "doc.md:1: benchmarks/results/measured/none.json does not exist"),
-        ("<!-- measured from benchmarks/results/measured/odd.json -->\n<!-- end measured -->",
-         "doc.md:1: benchmarks/results/measured/odd.json has benchmark 'odd'; tables exist for"),
-        ("x\n<!-- measured from benchmarks/results/measured/odd.json -->\nno end",
-         "doc.md:2: block without '<!-- end measured -->'"),
+        (
+            "<!-- measured from benchmarks/results/measured/none.json -->\n<!-- end measured -->",
+            "doc.md:1: benchmarks/results/measured/none.json does not exist",
+        ),
+        (
+            "<!-- measured from benchmarks/results/measured/odd.json -->\n<!-- end measured -->",
+            "doc.md:1: benchmarks/results/measured/odd.json has benchmark 'odd'; tables exist for",
+        ),
+        (
+            "x\n<!-- measured from benchmarks/results/measured/odd.json -->\nno end",
+            "doc.md:2: block without '<!-- end measured -->'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_blocks_name_the_line_and_what_is_wrong(tmp_path, block, message) -> None:
     folder = tmp_path / "benchmarks" / "results" / "measured"
     folder.mkdir(parents=True)
@@ -169,8 +197,10 @@ def test_check_exits_1_when_stale_and_rewrites_otherwise(tmp_path, capsys) -> No
     folder = tmp_path / "benchmarks" / "results" / "measured"
     folder.mkdir(parents=True)
     doc = tmp_path / "doc.md"
-    doc.write_text("<!-- measured from benchmarks/results/measured/fleet-20261124-170758.json -->"
-                   "\n<!-- end measured -->\n")  # fmt: skip
+    doc.write_text(
+        "<!-- measured from benchmarks/results/measured/fleet-20261124-170758.json -->"
+        "\n<!-- end measured -->\n"
+    )
     (folder / "fleet-20261124-170758.json").write_text(json.dumps(fleet))
     tables.ROOT, saved = tmp_path, tables.ROOT
     try:
@@ -196,16 +226,22 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
         sys.path.remove(str(ROOT / "benchmarks"))
     files = []
     for nodes in (100, 10000):
-        run = {**scale_run("gsgm", nodes, 0.0002, 0.004, 2.7), "log-tail": ["x"],
-               "commit": "abc1234", "versions": "flwr 1.42.0"}  # fmt: skip
+        run = {
+            **scale_run("gsgm", nodes, 0.0002, 0.004, 2.7),
+            "log-tail": ["x"],
+            "commit": "abc1234",
+            "versions": "flwr 1.42.0",
+        }
         files.append(tmp_path / f"scale-gsgm-{nodes}.json")
         files[-1].write_text(json.dumps(run))
     out = tmp_path / "measured" / "scale.json"
     scale.bundle(out, files)
     result = json.loads(out.read_text())
     assert (result["benchmark"], result["commit"], result["versions"]) == (
-        "scale", "abc1234", "flwr 1.42.0"
-    )  # fmt: skip
+        "scale",
+        "abc1234",
+        "flwr 1.42.0",
+    )
     assert [r["nodes"] for r in result["runs"]] == [100, 10000]
     assert not any("log-tail" in r or "commit" in r for r in result["runs"])
     assert "| gsgm | 10,000 | 20,000 |" in tables.RENDERERS["scale"](result)
@@ -218,15 +254,31 @@ def test_scale_bundle_keeps_the_runs_without_logs_and_needs_one_commit(tmp_path)
 def churn_result(growth: float) -> dict:
     memory = {"first-quarter-max": 600.0, "last-quarter-max": 600.0 + growth, "growth": growth}
     return {
-        "benchmark": "churn", "kills": 14, "restarts": 14,
-        "settings": {"nodes": 6, "duration": 900.0, "kill_every": 60.0, "down": 15.0,
-                     "timeout": 120.0, "seed": 0, "sample_every": 5.0, "memory_bound": 64.0},
-        "run": {"stopped-by": "max-wall-time", "wall-time": 901.8, "num-updates": 26,
-                "faults": {"timeout": 2, "lost": 9}, "applied-twice": [],
-                "unidentified-nodes": 1, "final-accuracy": 0.683},
+        "benchmark": "churn",
+        "kills": 14,
+        "restarts": 14,
+        "settings": {
+            "nodes": 6,
+            "duration": 900.0,
+            "kill_every": 60.0,
+            "down": 15.0,
+            "timeout": 120.0,
+            "seed": 0,
+            "sample_every": 5.0,
+            "memory_bound": 64.0,
+        },
+        "run": {
+            "stopped-by": "max-wall-time",
+            "wall-time": 901.8,
+            "num-updates": 26,
+            "faults": {"timeout": 2, "lost": 9},
+            "applied-twice": [],
+            "unidentified-nodes": 1,
+            "final-accuracy": 0.683,
+        },
         "memory-mib": {"serverapp": memory, "superlink": {**memory, "growth": 1.5}},
         "checks": {"reached-budget": True, "serverapp-memory-within-bound": growth <= 64},
-    }  # fmt: skip
+    }
 
 
 def test_a_churn_block_shows_the_run_its_checks_and_memory_growth() -> None:
@@ -244,11 +296,18 @@ def test_a_churn_block_shows_the_run_its_checks_and_memory_growth() -> None:
 def test_the_aggregators_table_holds_each_rule_to_its_target() -> None:
     rule = {"ms_per_update": 4.5, "copy_ms": 1.0, "x_copy": 4.5}
     result = {
-        "benchmark": "aggregators", "commit": "abc1234", "date": "2026-11-26",
-        "versions": "numpy 2.4.6", "cpus": 2, "load": [1.0, 2.0], "params": 1000,
-        "with_base": False, "updates": 30, "rules": {"ASGD": rule, "GSGM": rule},
+        "benchmark": "aggregators",
+        "commit": "abc1234",
+        "date": "2026-11-26",
+        "versions": "numpy 2.4.6",
+        "cpus": 2,
+        "load": [1.0, 2.0],
+        "params": 1000,
+        "with_base": False,
+        "updates": 30,
+        "rules": {"ASGD": rule, "GSGM": rule},
         "gsgm_scaling": {"params": 1000, "ms_10_nodes": 2.0, "ms_1000_nodes": 4.0, "ratio": 2.0},
-    }  # fmt: skip
+    }
     made = tables.RENDERERS["aggregators"](result)
     assert made.startswith("`python benchmarks/aggregators.py --without-base` at commit abc1234")
     assert "| ASGD | 4.50 | 1.00 | 4.50 | ≤ 4 (not met) |" in made

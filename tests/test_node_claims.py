@@ -48,8 +48,11 @@ class Claiming:
         record = message.content.array_records["arrays"]
         base = record.to_numpy_ndarrays()
         trained = reply.content.array_records["arrays"].to_numpy_ndarrays()
-        sent = {"honest": trained, "zero": base,
-                "flipped": [2 * base[0] - trained[0], *trained[1:]]}[self.attack]  # fmt: skip
+        sent = {
+            "honest": trained,
+            "zero": base,
+            "flipped": [2 * base[0] - trained[0], *trained[1:]],
+        }[self.attack]
         metrics = {**reply.content.metric_records["metrics"], "num-examples": self.claim}
         # A fresh record per reply, as a deserialised message would be.
         metrics.update({f"made-up-metric-{k}": float(k) for k in range(self.metrics)})
@@ -66,8 +69,9 @@ def ssgd_run(attack=None, claim=None, *, at_join=False, metrics=0, rounds=12, **
     if attack is not None:
         key = next(k for k, n in nodes.items() if n.partition_id == ATTACKER)
         own = nodes[key].num_examples
-        handlers[key] = Claiming(nodes[key], attack, own if claim is None else claim,
-                                 at_join=at_join, metrics=metrics)  # fmt: skip
+        handlers[key] = Claiming(
+            nodes[key], attack, own if claim is None else claim, at_join=at_join, metrics=metrics
+        )
     losses = []
 
     def evaluate(step, arrays):
@@ -75,13 +79,18 @@ def ssgd_run(attack=None, claim=None, *, at_join=False, metrics=0, rounds=12, **
         losses.append(float(0.5 * np.sum((w - target) ** 2)))
         return MetricRecord({"loss": losses[-1]})
 
-    strategy = PRESETS["ssgd"](clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1,
-                               poll_interval=0.001, **options)  # fmt: skip
+    strategy = PRESETS["ssgd"](
+        clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1, poll_interval=0.001, **options
+    )
     with task_identity():
         result = strategy.start(
-            FakeGrid(handlers, delay_seed=2, max_delay=0), initial_arrays(), num_rounds=rounds,
-            timeout=5, train_config=TRAIN, evaluate_fn=evaluate,
-        )  # fmt: skip
+            FakeGrid(handlers, delay_seed=2, max_delay=0),
+            initial_arrays(),
+            num_rounds=rounds,
+            timeout=5,
+            train_config=TRAIN,
+            evaluate_fn=evaluate,
+        )
     return result, losses
 
 
@@ -137,8 +146,9 @@ def test_a_node_declaring_2_53_when_it_joins_weighs_ten_times_the_median_count()
     np.testing.assert_array_equal(final(liar), final(ten_medians))
     # With no bound by the median, only its declaration bounds it: the model becomes its own.
     alone, _ = ssgd_run("honest", HUGE, at_join=True, weight_cap=0)
-    target = next(n.target for n in quadratic_fleet(5, seed=21).values()
-                  if n.partition_id == ATTACKER)  # fmt: skip
+    target = next(
+        n.target for n in quadratic_fleet(5, seed=21).values() if n.partition_id == ATTACKER
+    )
     assert np.abs(final(alone) - target).max() < 0.01 < np.abs(final(liar) - target).max()
 
 
@@ -152,8 +162,10 @@ def test_federated_evaluation_weighs_a_claimed_count_as_training_does():
 
 # ------------------------------------------------------------------------------------ metrics
 def reply_with(metrics: dict) -> Message:
-    content = {"arrays": to_record(["w"], [np.zeros(2, np.float32)]),
-               "metrics": MetricRecord(metrics)}  # fmt: skip
+    content = {
+        "arrays": to_record(["w"], [np.zeros(2, np.float32)]),
+        "metrics": MetricRecord(metrics),
+    }
     return Message(RecordDict(content), dst_node_id=1, message_type="train")
 
 
@@ -222,8 +234,7 @@ def test_a_node_claiming_another_nodes_partition_id_gets_no_task_and_the_owner_k
     grid = FakeGrid(handlers, delay_seed=2, max_delay=0)
     strategy = PRESETS["asgd"](clock=VirtualClock(seed=4), min_nodes=4, seed=1)
     with task_identity():
-        result = strategy.start(grid, initial_arrays(), num_rounds=3, timeout=5,
-                                train_config=TRAIN)  # fmt: skip
+        result = strategy.start(grid, initial_arrays(), num_rounds=3, timeout=5, train_config=TRAIN)
     assert [kind for node, kind in grid.log if node == impostor] == ["query"]
     records = list(result.train_metrics_clientapp.values())
     assert {r["node-id"] for r in records if r["stable-id"] == 2} == {owner}

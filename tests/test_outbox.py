@@ -55,8 +55,9 @@ def run(strategy, nodes, grid=None, rounds: int = 4):
     grid = grid or CountingGrid(nodes, delay_seed=1)
     config = ConfigRecord({"local-steps": 1, "lr": 0.3})
     with task_identity():
-        result = strategy.start(grid, initial_arrays(), num_rounds=rounds, timeout=5,
-                                train_config=config)  # fmt: skip
+        result = strategy.start(
+            grid, initial_arrays(), num_rounds=rounds, timeout=5, train_config=config
+        )
     return result, grid
 
 
@@ -81,8 +82,12 @@ def test_held_tasks_go_out_earliest_virtual_finish_first():
     _, grid = run(strategy, nodes)
     first = [node for node, step in grid.sent if step == 0]
     # the first six tasks all start at virtual time 0: the faster node's goes first
-    by_speed = sorted(first, key=lambda n: strategy.clock.duration(
-        strategy._run.registry[n].stable_id, 0, examples=10, bytes_down=1, bytes_up=1))  # fmt: skip
+    by_speed = sorted(
+        first,
+        key=lambda n: strategy.clock.duration(
+            strategy._run.registry[n].stable_id, 0, examples=10, bytes_down=1, bytes_up=1
+        ),
+    )
     assert first == by_speed
 
 
@@ -108,8 +113,11 @@ def test_a_push_that_fails_is_a_fault_and_the_run_goes_on():
             return super().push_messages(messages)
 
     nodes = quadratic_fleet(4, seed=1)
-    result, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=4, send_ahead=2), nodes,
-                    grid=Refusing(nodes, delay_seed=1))  # fmt: skip
+    result, _ = run(
+        ASGD(clock=VirtualClock(seed=0), min_nodes=4, send_ahead=2),
+        nodes,
+        grid=Refusing(nodes, delay_seed=1),
+    )
     assert result.faults.get("push-failed", 0) >= 2 and result.stopped_by == "budget"
 
 

@@ -112,9 +112,11 @@ def test_string_and_integer_owners_of_the_same_order_split_alike() -> None:
     tensor = torch.from_numpy(codes)
     labels = codes % 3
     for a, b, c in zip(
-        natural(labels, 4, codes, 2), natural(labels, 4, names, 2), natural(labels, 4, tensor, 2),
+        natural(labels, 4, codes, 2),
+        natural(labels, 4, names, 2),
+        natural(labels, 4, tensor, 2),
         strict=True,
-    ):  # fmt: skip
+    ):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
     objects = names.astype(object)  # what Arrow hands over for a string column

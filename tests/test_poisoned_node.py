@@ -37,9 +37,11 @@ class PoisonedNode:
         self.tasks += 1
         poisoned = [base[0] - scale * (base[0] - trained[0]), *trained[1:]]
         content = RecordDict(
-            {"arrays": to_record(list(record.keys()), poisoned),
-             "metrics": reply.content.metric_records["metrics"]}
-        )  # fmt: skip
+            {
+                "arrays": to_record(list(record.keys()), poisoned),
+                "metrics": reply.content.metric_records["metrics"],
+            }
+        )
         return Message(content, reply_to=message)
 
 
@@ -73,18 +75,24 @@ def poisoned_run(preset: str, attack: str, rounds: int = 12, **kwargs):
         evaluations.append(value)
         return MetricRecord({"loss": value})
 
-    strategy = PRESETS[preset](clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1,
-                                poll_interval=0.001, **kwargs)  # fmt: skip
+    strategy = PRESETS[preset](
+        clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1, poll_interval=0.001, **kwargs
+    )
     with task_identity():
         result = strategy.start(
-            FakeGrid(handlers, delay_seed=2, max_delay=0), initial_arrays(), num_rounds=rounds,
-            timeout=5, train_config=TRAIN, evaluate_fn=evaluate,
-        )  # fmt: skip
+            FakeGrid(handlers, delay_seed=2, max_delay=0),
+            initial_arrays(),
+            num_rounds=rounds,
+            timeout=5,
+            train_config=TRAIN,
+            evaluate_fn=evaluate,
+        )
     return result, evaluations
 
 
-@pytest.mark.parametrize(("attack", "rounds"), [("scaled-x1000", 12), ("sign-flipped-x100", 12),
-                                               ("growing", 30)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("attack", "rounds"), [("scaled-x1000", 12), ("sign-flipped-x100", 12), ("growing", 30)]
+)
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_preset_learns_from_the_honest_four(preset, attack, rounds):
     # FADAS's adaptive step moves each coordinate about lr per step; its default 1e-3 is sized for
@@ -121,12 +129,16 @@ def test_a_fleet_whose_every_update_is_refused_stops_with_no_progress(preset):
     # Each node returns the model it received after its first task: no update at all.
     nodes = quadratic_fleet(5, seed=21)
     fleet = {k: PoisonedNode(n, lambda t: 1.0 if t == 0 else 0.0) for k, n in nodes.items()}
-    strategy = PRESETS[preset](clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1,
-                                poll_interval=0.001, patience=20)  # fmt: skip
+    strategy = PRESETS[preset](
+        clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1, poll_interval=0.001, patience=20
+    )
     with task_identity():
         result = strategy.start(
-            FakeGrid(fleet, delay_seed=2, max_delay=0), initial_arrays(), num_rounds=50,
-            timeout=5, train_config=TRAIN,
-        )  # fmt: skip
+            FakeGrid(fleet, delay_seed=2, max_delay=0),
+            initial_arrays(),
+            num_rounds=50,
+            timeout=5,
+            train_config=TRAIN,
+        )
     assert result.stopped_by == "no-progress"
     assert result.rejected["no-update"] >= 20 and result.num_updates <= 5

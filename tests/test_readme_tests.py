@@ -23,13 +23,15 @@ def test_the_measured_command_is_the_one_ci_runs() -> None:
 
 
 def test_pytest_summary_and_slowest_phases_are_read_from_its_output() -> None:
-    output = "\n".join([
-        "============================= slowest 15 durations =============================",
-        "115.67s call     tests/test_bench_slow.py::test_a_tiny_suite",
-        "4.64s teardown tests/test_strategy_simulation.py::test_resume",
-        "(3 durations < 0.005s hidden.  Use -vv to show these durations.)",
-        "=============== 1397 passed, 265 warnings in 505.32s (0:08:25) ================",
-    ])  # fmt: skip
+    output = "\n".join(
+        [
+            "============================= slowest 15 durations =============================",
+            "115.67s call     tests/test_bench_slow.py::test_a_tiny_suite",
+            "4.64s teardown tests/test_strategy_simulation.py::test_resume",
+            "(3 durations < 0.005s hidden.  Use -vv to show these durations.)",
+            "=============== 1397 passed, 265 warnings in 505.32s (0:08:25) ================",
+        ]
+    )
     found = readme_tests.pytest_figures(output)
     assert found["summary"] == "1397 passed, 265 warnings in 505.32s (0:08:25)"
     assert found["slowest"] == [

@@ -51,8 +51,24 @@ def fake_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _main(work: Path, out: Path, *bench: str) -> int:
-    argv = ["--strategies", "asgd,fedbuff", "--jobs", "1,2", "--repeat", "2", "--work", str(work),
-            "--out", str(out), "--label", "test", "--", "--scenario", "a", *bench]  # fmt: skip
+    argv = [
+        "--strategies",
+        "asgd,fedbuff",
+        "--jobs",
+        "1,2",
+        "--repeat",
+        "2",
+        "--work",
+        str(work),
+        "--out",
+        str(out),
+        "--label",
+        "test",
+        "--",
+        "--scenario",
+        "a",
+        *bench,
+    ]
     return runs_at_a_time.main(argv)
 
 

@@ -67,8 +67,9 @@ events = st.lists(
 @example(first=2, script=[("finish", 0, 1.0), ("leave", 0, 1.0)], via_json=False)  # leaves ahead
 @example(first=1, script=[("idle", 5, 1.0), ("join", 5, 1.0)], via_json=False)  # idle, then joins
 @example(first=2, script=[("leave", 1, 1.0)] + [("finish", 0, 1.0)] * 3, via_json=False)
-@example(first=3, script=[("finish", 0, 0.1), ("finish", 0, 0.1), ("finish", 1, 1.0)],
-         via_json=False)  # ASP: node 1 leaves the group while idle  # fmt: skip
+@example(
+    first=3, script=[("finish", 0, 0.1), ("finish", 0, 0.1), ("finish", 1, 1.0)], via_json=False
+)  # ASP: node 1 leaves the group while idle
 @given(first=st.integers(0, len(NODES)), script=events, via_json=st.booleans())
 def test_startable_equals_the_scan_over_random_histories(make, first, script, via_json):
     policy, idle, joined, saved = make(), set(range(first)), set(range(first)), []

@@ -26,21 +26,44 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 
 def test_the_staged_copy_skips_what_flwr_run_drops_whole(tmp_path):
-    _tree(tmp_path, {
-        "pyproject.toml": "[project]\nname = 'x'\n", ".gitignore": "/outputs/\n*.log\n",
-        "app/main.py": "", "app/sub/data.json": "{}", "README.md": "",
-        ".venv/pyvenv.cfg": "", ".venv/lib/site.py": "", ".git/config": "",
-        "env2/pyvenv.cfg": "", "env2/lib/x.py": "", "outputs/run/history.json": "{}",
-        "app/__pycache__/main.cpython-311.pyc": "", "app/run.log": "",
-    })  # fmt: skip
+    _tree(
+        tmp_path,
+        {
+            "pyproject.toml": "[project]\nname = 'x'\n",
+            ".gitignore": "/outputs/\n*.log\n",
+            "app/main.py": "",
+            "app/sub/data.json": "{}",
+            "README.md": "",
+            ".venv/pyvenv.cfg": "",
+            ".venv/lib/site.py": "",
+            ".git/config": "",
+            "env2/pyvenv.cfg": "",
+            "env2/lib/x.py": "",
+            "outputs/run/history.json": "{}",
+            "app/__pycache__/main.cpython-311.pyc": "",
+            "app/run.log": "",
+        },
+    )
     listed = {p.as_posix() for p in app_files(tmp_path)}
-    assert listed == {"pyproject.toml", ".gitignore", "app/main.py", "app/sub/data.json",
-                      "README.md"}  # fmt: skip
+    assert listed == {
+        "pyproject.toml",
+        ".gitignore",
+        "app/main.py",
+        "app/sub/data.json",
+        "README.md",
+    }
 
 
 def test_a_negated_pattern_keeps_its_directory(tmp_path):
-    _tree(tmp_path, {".gitignore": "results/*\n!results/keep/\n", "results/keep/a.json": "",
-                     "results/drop/b.json": "", "pyproject.toml": ""})  # fmt: skip
+    _tree(
+        tmp_path,
+        {
+            ".gitignore": "results/*\n!results/keep/\n",
+            "results/keep/a.json": "",
+            "results/drop/b.json": "",
+            "pyproject.toml": "",
+        },
+    )
     listed = {p.as_posix() for p in app_files(tmp_path)}
     assert listed == {".gitignore", "pyproject.toml", "results/keep/a.json"}
 
@@ -59,6 +82,8 @@ def test_this_repository_packages_the_same_fab_staged_or_not():
         assert stage.exists() and (stage / "pyproject.toml").is_file()
         staged = _fab_names(stage)
     assert staged == _fab_names(ROOT)
-    assert all(name.startswith("fl_async/") or name in ("pyproject.toml", ".info/CONTENT")
-               for name in staged)  # fmt: skip
+    assert all(
+        name.startswith("fl_async/") or name in ("pyproject.toml", ".info/CONTENT")
+        for name in staged
+    )
     assert not stage.exists()

@@ -23,31 +23,49 @@ DTYPES = (np.float32, np.float64, np.int64, np.int32, np.uint8, np.bool_, np.flo
 
 def test_every_kind_of_value_a_run_state_holds_round_trips() -> None:
     tree = {
-        "version": 7, "lr": 0.1, "best": float("inf"), "worst": -math.inf, "gap": math.nan,
-        "zero": -0.0, "name": "gsgm", "none": None, "on": True, "big": 2**70,
-        "clock": {0: 1.5, 3: 2.25, -1: 0.0}, "pairs": [(1, 2.0), (3, None)],
+        "version": 7,
+        "lr": 0.1,
+        "best": float("inf"),
+        "worst": -math.inf,
+        "gap": math.nan,
+        "zero": -0.0,
+        "name": "gsgm",
+        "none": None,
+        "on": True,
+        "big": 2**70,
+        "clock": {0: 1.5, 3: 2.25, -1: 0.0},
+        "pairs": [(1, 2.0), (3, None)],
         "arrays": [np.arange(6).reshape(2, 3).astype(dt) for dt in DTYPES],
         "scalars": [np.float32(1.25), np.float64(-2.5), np.int64(-3), np.bool_(True)],
-        "zero-d": np.array(3.5), "empty": [], "empty-array": np.zeros((0, 4), np.float32),
-        "empty-dict": {}, "nested": {1: {2: {3: [np.ones(2, np.float64)]}}},
+        "zero-d": np.array(3.5),
+        "empty": [],
+        "empty-array": np.zeros((0, 4), np.float32),
+        "empty-dict": {},
+        "nested": {1: {2: {3: [np.ones(2, np.float64)]}}},
         "keys": {(1, 2): "tuple key", 2.5: "float key", None: "none key", False: "bool key"},
         "fortran": np.asfortranarray(np.arange(12.0).reshape(3, 4)),
         "big-endian": np.arange(3, dtype=">f8"),
-    }  # fmt: skip
+    }
     back = loads(dumps(tree))
     assert_identical(tree, back)
     assert all(a.flags.writeable and a.flags.owndata for a in back["arrays"])
 
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=8)
     | hnp.arrays(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=3, max_side=4))
     | hnp.from_dtype(np.dtype(np.float32)).map(np.float32),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(st.integers() | st.text(max_size=5), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.integers() | st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -100,12 +118,14 @@ PAYLOAD = GOOD[GOOD.index(b"\n", len(MAGIC)) + 1 :]
         (_rewrap(b'{"arrays":[],"tree":' + b"[" * 5000 + b"]" * 5000 + b"}\n"), "JSON|deeper"),
         (_rewrap(b'{"arrays":[{"dtype":"|O","shape":[1],"offset":0}],"tree":0}\n'), "dtype"),
         (_rewrap(b'{"arrays":[{"dtype":"<f4","shape":[-1],"offset":0}],"tree":0}\n'), "shape"),
-        (_rewrap(b'{"arrays":[{"dtype":"<f4","shape":[1000000000],"offset":0}],"tree":0}\n'),
-         "runs past the payload's end"),
+        (
+            _rewrap(b'{"arrays":[{"dtype":"<f4","shape":[1000000000],"offset":0}],"tree":0}\n'),
+            "runs past the payload's end",
+        ),
         (_rewrap(b'{"arrays":[{"dtype":"<f4"}],"tree":0}\n'), "unreadable"),
         (_rewrap(PAYLOAD.replace(b'"step"', b'"\xff"')), "tree is not valid JSON"),
     ],
-)  # fmt: skip
+)
 def test_what_is_not_an_intact_state_file_is_refused_saying_why(data: bytes, says: str) -> None:
     with pytest.raises(StateFileError, match=says):
         loads(data)

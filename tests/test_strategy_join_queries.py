@@ -64,8 +64,14 @@ def joining_at(grid: FakeGrid, handler, *, evaluation: int):
 
 def start(grid, evaluate, *, num_rounds=6, timeout=30.0):
     strategy = ASGD(clock=VirtualClock(seed=1), min_nodes=3, refresh_interval=0.0, eval_every=1)
-    return strategy.start(grid, initial_arrays(), num_rounds=num_rounds, timeout=timeout,
-                          train_config=TRAIN, evaluate_fn=evaluate)  # fmt: skip
+    return strategy.start(
+        grid,
+        initial_arrays(),
+        num_rounds=num_rounds,
+        timeout=timeout,
+        train_config=TRAIN,
+        evaluate_fn=evaluate,
+    )
 
 
 def joiner(partition_id: int = 3) -> QuadraticNode:

@@ -24,8 +24,13 @@ def test_evaluation_every_n_steps_and_at_the_end_and_target_accuracy():
         steps.append(step)
         return MetricRecord({"accuracy": step / 10})
 
-    result, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=4, eval_every=3), nodes,
-                    num_rounds=5, evaluate_fn=evaluate, target_accuracy=0.6)  # fmt: skip
+    result, _ = run(
+        ASGD(clock=VirtualClock(seed=0), min_nodes=4, eval_every=3),
+        nodes,
+        num_rounds=5,
+        evaluate_fn=evaluate,
+        target_accuracy=0.6,
+    )
     assert steps[0] == 0 and steps[1] == 3
     assert result.stopped_by == "target-accuracy"
     assert max(result.evaluate_metrics_serverapp) == 6
@@ -99,19 +104,40 @@ def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path, preset):
 def test_a_resumed_run_keeps_its_grid(tmp_path):
     def make(directory=None):
         every = 3 if directory else None
-        return GSGM(clock=VirtualClock(seed=5), min_nodes=4, seed=3, eval_grid=6,
-                    checkpoint_dir=directory, checkpoint_every=every)  # fmt: skip
+        return GSGM(
+            clock=VirtualClock(seed=5),
+            min_nodes=4,
+            seed=3,
+            eval_grid=6,
+            checkpoint_dir=directory,
+            checkpoint_every=every,
+        )
 
-    full, _ = run(make(), quadratic_fleet(4, seed=12), num_rounds=50, max_virtual_time=1500.0,
-                  evaluate_fn=step_of)  # fmt: skip
+    full, _ = run(
+        make(),
+        quadratic_fleet(4, seed=12),
+        num_rounds=50,
+        max_virtual_time=1500.0,
+        evaluate_fn=step_of,
+    )
     nodes = quadratic_fleet(4, seed=12)
-    first, _ = run(make(tmp_path), nodes, num_rounds=50, max_virtual_time=1500.0,
-                   max_updates=6, evaluate_fn=step_of)  # fmt: skip
+    first, _ = run(
+        make(tmp_path),
+        nodes,
+        num_rounds=50,
+        max_virtual_time=1500.0,
+        max_updates=6,
+        evaluate_fn=step_of,
+    )
     assert 0 < len(first.evaluate_metrics_grid) < 6  # stopped part way through the grid
     strategy = make(tmp_path)  # the same directory: it resumes
     resumed, _ = run(strategy, nodes, num_rounds=50, max_virtual_time=1500.0, evaluate_fn=step_of)
-    clean = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
-             for k, r in resumed.evaluate_metrics_grid.items()}  # fmt: skip
-    expected = {k: {n: v for n, v in dict(r).items() if n != "wall-time"}
-                for k, r in full.evaluate_metrics_grid.items()}  # fmt: skip
+    clean = {
+        k: {n: v for n, v in dict(r).items() if n != "wall-time"}
+        for k, r in resumed.evaluate_metrics_grid.items()
+    }
+    expected = {
+        k: {n: v for n, v in dict(r).items() if n != "wall-time"}
+        for k, r in full.evaluate_metrics_grid.items()
+    }
     assert clean == expected

@@ -49,8 +49,9 @@ def test_a_node_that_leaves_is_dropped_and_one_that_returns_gets_work():
             grid.handlers[leaving] = handler  # and comes back
         return MetricRecord({"accuracy": float(step)})
 
-    result = strategy.start(grid, initial_arrays(), num_rounds=6, timeout=2,
-                            train_config=TRAIN, evaluate_fn=evaluate)  # fmt: skip
+    result = strategy.start(
+        grid, initial_arrays(), num_rounds=6, timeout=2, train_config=TRAIN, evaluate_fn=evaluate
+    )
     assert result.faults.get("node-left", 0) == 1
     assert all(np.isfinite(a).all() for a in model(result))
     assert result.stopped_by == "budget"
@@ -79,8 +80,9 @@ def test_an_app_without_query_handler_costs_one_query_and_one_line(caplog):
 
 def test_identify_nodes_false_sends_no_query():
     nodes = quadratic_fleet(2, seed=10)
-    _, grid = run(ASGD(clock=VirtualClock(seed=0), min_nodes=2, identify_nodes=False), nodes,
-                  num_rounds=1)  # fmt: skip
+    _, grid = run(
+        ASGD(clock=VirtualClock(seed=0), min_nodes=2, identify_nodes=False), nodes, num_rounds=1
+    )
     assert not [kind for _, kind in grid.log if kind == "query"]
 
 
@@ -106,8 +108,9 @@ def test_at_once_asks_every_node_in_one_push_and_changes_nothing_else(identify, 
     strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=5, identify_nodes=identify)
     result = strategy.start(grid, initial_arrays(), num_rounds=2, timeout=2, train_config=TRAIN)
     assert batches == expected
-    reference, _ = run(ASGD(clock=VirtualClock(seed=0), min_nodes=5),
-                       quadratic_fleet(5, seed=12), num_rounds=2)  # fmt: skip
+    reference, _ = run(
+        ASGD(clock=VirtualClock(seed=0), min_nodes=5), quadratic_fleet(5, seed=12), num_rounds=2
+    )
     assert all(np.array_equal(a, b) for a, b in zip(model(result), model(reference), strict=True))
 
 

@@ -91,8 +91,10 @@ def test_ssgd_with_lr_one_is_fedavg():
     # FedAvg by hand: each round, the num-examples-weighted mean of the trained models, each
     # node training from the round's model with the task seed the strategy derives.
     w = np.zeros(5, np.float32)
-    twins = {n.partition_id: QuadraticNode(n.partition_id, n.target, num_examples=n.num_examples)
-             for n in nodes.values()}  # fmt: skip
+    twins = {
+        n.partition_id: QuadraticNode(n.partition_id, n.target, num_examples=n.num_examples)
+        for n in nodes.values()
+    }
     for round_ in range(2):
         total, acc = 0, np.zeros(5)
         for k, twin in sorted(twins.items()):
@@ -119,13 +121,19 @@ def test_every_preset_runs_with_no_arguments_but_the_clock():
 def test_auto_learning_rates_resolve_with_the_number_of_nodes():
     nodes = quadratic_fleet(4)
     cases = [
-        (ASGD(), 1 / 4), (DCASGD(lr="auto"), 1 / 4), (GSGM(), 0.1 / 4),
-        (GSGM(momentum=0.5), 0.5 / 4), (TrendSmooth(lr="auto"), 1 / 4),
-        (TrendSmooth(base="momentum", beta=0.8), 0.2 / 4), (TrendSmooth(base="adam"), 0.01),
+        (ASGD(), 1 / 4),
+        (DCASGD(lr="auto"), 1 / 4),
+        (GSGM(), 0.1 / 4),
+        (GSGM(momentum=0.5), 0.5 / 4),
+        (TrendSmooth(lr="auto"), 1 / 4),
+        (TrendSmooth(base="momentum", beta=0.8), 0.2 / 4),
+        (TrendSmooth(base="adam"), 0.01),
         (ASP(), 1 / 4),
         # the claims study's tuned rates: fixed, whatever N
-        (DCASGD(), 0.2), (TrendSmooth(), 0.2), (TrendSmooth(base="sgd", lr=0.5), 0.5),
-    ]  # fmt: skip
+        (DCASGD(), 0.2),
+        (TrendSmooth(), 0.2),
+        (TrendSmooth(base="sgd", lr=0.5), 0.5),
+    ]
     for strategy, lr in cases:
         strategy.min_nodes = 4
         run(strategy, nodes, num_rounds=1)

@@ -26,15 +26,25 @@ from fl_async.strategies.tasks import Task, TaskBook
 
 
 def task(node_id=1, version=0, *, finish=1.0, base=None, wall=0.0):
-    return Task(node_id=node_id, stable_id=node_id, base_version=version, iteration=0,
-                task_index=0, seed=0, start=0.0, finish=finish, dispatched_wall=wall,
-                base=base)  # fmt: skip
+    return Task(
+        node_id=node_id,
+        stable_id=node_id,
+        base_version=version,
+        iteration=0,
+        task_index=0,
+        seed=0,
+        start=0.0,
+        finish=finish,
+        dispatched_wall=wall,
+        base=base,
+    )
 
 
 def reply_to(msg_id):
     with task_identity():
-        message = Message(RecordDict({"metrics": MetricRecord({"n": 1})}), dst_node_id=1,
-                          message_type="train")  # fmt: skip
+        message = Message(
+            RecordDict({"metrics": MetricRecord({"n": 1})}), dst_node_id=1, message_type="train"
+        )
         message.metadata.__dict__["_message_id"] = msg_id
         return Message(RecordDict(), reply_to=message)
 
@@ -186,10 +196,25 @@ def test_a_readable_accepted_reply_clears_a_nodes_record():
 def test_checkpointer_saves_atomically_and_refuses_another_schema(tmp_path):
     checkpointer = Checkpointer(tmp_path, every=3)
     assert checkpointer.load() is None and not checkpointer.due(2) and checkpointer.due(3)
-    state = RunState(keys=["w"], aggregator={}, policy={}, clock=None, order={"now": 1.5},
-                     task_bases={}, num_updates=4, num_replies=5, faults={}, last_eval_step=0,
-                     train_config={}, nodes={}, forget_at={}, in_flight=[], train_metrics={},
-                     evaluate_metrics={}, grid_metrics={})  # fmt: skip
+    state = RunState(
+        keys=["w"],
+        aggregator={},
+        policy={},
+        clock=None,
+        order={"now": 1.5},
+        task_bases={},
+        num_updates=4,
+        num_replies=5,
+        faults={},
+        last_eval_step=0,
+        train_config={},
+        nodes={},
+        forget_at={},
+        in_flight=[],
+        train_metrics={},
+        evaluate_metrics={},
+        grid_metrics={},
+    )
     checkpointer.save(state, version=3)
     assert checkpointer.load() == state and state.schema == SCHEMA
     assert not checkpointer.due(5) and sorted(p.name for p in tmp_path.iterdir()) == [
@@ -213,8 +238,9 @@ def test_recorder_counts_progress_and_builds_the_result():
     recorder.evaluation(1, MetricRecord({"accuracy": 0.5}), now=3.0, when="virtual time 3.0")
     assert recorder.evaluated(1) and recorder.reached(0.5, "accuracy")
     assert not recorder.reached(0.6, "accuracy")
-    result = recorder.finish("no-progress", "2 tasks", ArrayRecord(), rejected={"x": 1},
-                             server_steps=1, now=3.0)  # fmt: skip
+    result = recorder.finish(
+        "no-progress", "2 tasks", ArrayRecord(), rejected={"x": 1}, server_steps=1, now=3.0
+    )
     assert result.faults == {"error": 1} and not result.completed
     assert (result.stopped_by, result.stop_detail, result.virtual_time) == (
         "no-progress",
@@ -277,16 +303,20 @@ def test_registry_offers_idle_nodes_without_a_pass_over_the_busy_ones():
     assert [stable for stable, _ in registry.candidates()] == [31] and 7 not in registry.order
 
 
-@pytest.mark.parametrize("policy", [WhiteList(slack=0), SSP(1), ASP(staleness_bound=0, period=3)],
-                         ids=["WhiteList", "SSP", "ASP"])  # fmt: skip
+@pytest.mark.parametrize(
+    "policy",
+    [WhiteList(slack=0), SSP(1), ASP(staleness_bound=0, period=3)],
+    ids=["WhiteList", "SSP", "ASP"],
+)
 def test_policy_index_follows_the_registry_idle_nodes(policy):
     """The dispatch reads the idle nodes that may start from the policy's index: over random
     dispatches, replies, failures, retirements, departures and returns it names exactly the
     nodes that asking ``may_start`` of each of the registry's idle nodes would."""
     fleet = quadratic_fleet(12, seed=1)
     grid = FakeGrid(dict(fleet))
-    registry = NodeRegistry(identify=True, poll_interval=0.001, max_failures=2,
-                            on_idle=policy.set_idle)  # fmt: skip
+    registry = NodeRegistry(
+        identify=True, poll_interval=0.001, max_failures=2, on_idle=policy.set_idle
+    )
     rng = np.random.default_rng(0)
     version = 0
 

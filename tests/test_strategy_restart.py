@@ -32,9 +32,13 @@ def _identity():
 
 def start(strategy, nodes, evaluate_fn=None):
     return strategy.start(
-        FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
+        FakeGrid(nodes),
+        initial_arrays(),
+        num_rounds=NUM_ROUNDS,
+        timeout=5,
+        train_config=TRAIN,
         evaluate_fn=evaluate_fn,
-    )  # fmt: skip
+    )
 
 
 def with_new_node_ids(nodes, offset=10**9):
@@ -46,9 +50,13 @@ def with_new_node_ids(nodes, offset=10**9):
 def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, preset):
     def make(directory=None):
         return preset(
-            clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-            checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
-        )  # fmt: skip
+            clock=VirtualClock(seed=2),
+            min_nodes=NUM_NODES,
+            seed=4,
+            eval_every=1,
+            checkpoint_dir=directory,
+            checkpoint_every=EVERY if directory else None,
+        )
 
     full = start(make(), quadratic_fleet(NUM_NODES, seed=21))
     with pytest.raises(Crash):
@@ -63,8 +71,9 @@ def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, 
     nodes = with_new_node_ids(quadratic_fleet(NUM_NODES, seed=21))
     resumed = start(make(tmp_path), nodes)
     assert resumed.num_updates == full.num_updates == NUM_NODES * NUM_ROUNDS
-    for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
-                    strict=True):  # fmt: skip
+    for a, b in zip(
+        full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     assert history(resumed) == history(full)
     rows = records(resumed)
@@ -82,9 +91,13 @@ def test_a_node_new_since_the_checkpoint_joins_the_resumed_run(tmp_path, preset)
 
     def make(directory):
         return preset(
-            clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-            checkpoint_dir=directory, checkpoint_every=EVERY,
-        )  # fmt: skip
+            clock=VirtualClock(seed=2),
+            min_nodes=NUM_NODES,
+            seed=4,
+            eval_every=1,
+            checkpoint_dir=directory,
+            checkpoint_every=EVERY,
+        )
 
     with pytest.raises(Crash):
         start(make(tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
@@ -120,9 +133,13 @@ def test_a_run_still_alive_when_another_takes_over_its_directory_stops_without_w
         return evaluate
 
     stale = preset(
-        clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-        checkpoint_dir=tmp_path, checkpoint_every=EVERY,
-    )  # fmt: skip
+        clock=VirtualClock(seed=2),
+        min_nodes=NUM_NODES,
+        seed=4,
+        eval_every=1,
+        checkpoint_dir=tmp_path,
+        checkpoint_every=EVERY,
+    )
     with pytest.raises(RunSuperseded, match=f"took over the checkpoint directory {tmp_path}"):
         start(stale, quadratic_fleet(NUM_NODES, seed=21), take_over_at(CRASH_AT))
     # Step 7 was the last: the update that came next was not applied, and the checkpoint due at
@@ -157,8 +174,14 @@ def test_the_resumed_runs_wall_times_go_on_from_the_checkpoints(tmp_path):
     one is refused."""
 
     def make():
-        return ASGD(clock=VirtualClock(seed=2), min_nodes=NUM_NODES, seed=4, eval_every=1,
-                    checkpoint_dir=tmp_path, checkpoint_every=EVERY)  # fmt: skip
+        return ASGD(
+            clock=VirtualClock(seed=2),
+            min_nodes=NUM_NODES,
+            seed=4,
+            eval_every=1,
+            checkpoint_dir=tmp_path,
+            checkpoint_every=EVERY,
+        )
 
     with pytest.raises(Crash):
         start(make(), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
@@ -166,9 +189,14 @@ def test_the_resumed_runs_wall_times_go_on_from_the_checkpoints(tmp_path):
     assert 0 <= saved.wall < 1000
     saved.wall = 1000.0
     Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
-    resumed = make().start(FakeGrid(quadratic_fleet(NUM_NODES, seed=21)), initial_arrays(),
-                           num_rounds=NUM_ROUNDS, timeout=5, train_config=TRAIN,
-                           max_wall_time=60.0)  # fmt: skip
+    resumed = make().start(
+        FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
+        initial_arrays(),
+        num_rounds=NUM_ROUNDS,
+        timeout=5,
+        train_config=TRAIN,
+        max_wall_time=60.0,
+    )
     assert resumed.stopped_by == "budget" and 1000 <= resumed.wall_time < 1060
     walls = [r["wall-time"] for r in records(resumed)]
     assert all(w < 1000 for w in walls[: saved.num_updates])

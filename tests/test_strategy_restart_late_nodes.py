@@ -65,24 +65,36 @@ def _identity():
 
 def make(directory=None, *, clock=True, min_nodes=NUM_NODES, eval_every=1):
     return ASGD(
-        clock=VirtualClock(seed=2) if clock else None, min_nodes=min_nodes, seed=4,
+        clock=VirtualClock(seed=2) if clock else None,
+        min_nodes=min_nodes,
+        seed=4,
         eval_every=eval_every,
-        checkpoint_dir=directory, checkpoint_every=EVERY if directory else None,
+        checkpoint_dir=directory,
+        checkpoint_every=EVERY if directory else None,
         refresh_interval=0.0,
-    )  # fmt: skip
+    )
 
 
 def start(strategy, grid, evaluate_fn=None):
-    return strategy.start(grid, initial_arrays(), num_rounds=NUM_ROUNDS, timeout=TIMEOUT,
-                          train_config=TRAIN, evaluate_fn=evaluate_fn)  # fmt: skip
+    return strategy.start(
+        grid,
+        initial_arrays(),
+        num_rounds=NUM_ROUNDS,
+        timeout=TIMEOUT,
+        train_config=TRAIN,
+        evaluate_fn=evaluate_fn,
+    )
 
 
 def crashed_run(tmp_path, *, clock=True):
     """Crash a run between checkpoints; the checkpoint and the stable id of a node that held a
     task in flight at it."""
     with pytest.raises(Crash):
-        start(make(tmp_path, clock=clock), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
-              crash_at(CRASH_AT))  # fmt: skip
+        start(
+            make(tmp_path, clock=clock),
+            FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
+            crash_at(CRASH_AT),
+        )
     saved = Checkpointer(tmp_path, None).load()
     assert saved.in_flight, "an asynchronous run's checkpoint holds tasks in flight"
     return saved, saved.in_flight[0].stable_id
@@ -103,8 +115,9 @@ def test_with_a_clock_the_resumed_run_waits_for_a_late_node_and_matches_the_full
     resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1), grid)
     assert resumed.stopped_by == "budget", resumed.stop_detail
     assert history(resumed) == history(full)
-    for a, b in zip(full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(),
-                    strict=True):  # fmt: skip
+    for a, b in zip(
+        full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     assert "lost" not in resumed.faults
 
@@ -114,8 +127,9 @@ def test_without_a_clock_a_late_node_gets_its_saved_task_when_it_shows_up(tmp_pa
     late = [(t.stable_id, t.iteration) for t in saved.in_flight if t.stable_id == stable]
     # Listed from the 5th look on: its identify query is answered while the run goes on, and
     # its saved task's reply comes before the budget is spent.
-    resumed = start(make(tmp_path, clock=False, min_nodes=NUM_NODES - 1),
-                    late_grid(stable, after=5))  # fmt: skip
+    resumed = start(
+        make(tmp_path, clock=False, min_nodes=NUM_NODES - 1), late_grid(stable, after=5)
+    )
     assert resumed.stopped_by == "budget", resumed.stop_detail
     after = [(r["stable-id"], r["iteration"]) for r in records(resumed)[saved.num_updates :]]
     assert after.count(late[0]) == 1, after
@@ -137,8 +151,9 @@ def test_a_checkpoint_written_while_a_node_is_awaited_keeps_its_task_and_its_cou
     """Without a clock the run does not wait: here it spends its budget before the timeout, and
     its last checkpoint still holds the awaited node's task and task count for the next resume."""
     saved, stable = crashed_run(tmp_path, clock=False)
-    resumed = start(make(tmp_path, clock=False, min_nodes=NUM_NODES - 1),
-                    late_grid(stable, after=None))  # fmt: skip
+    resumed = start(
+        make(tmp_path, clock=False, min_nodes=NUM_NODES - 1), late_grid(stable, after=None)
+    )
     assert resumed.stopped_by == "budget" and "lost" not in resumed.faults, resumed.faults
     final = Checkpointer(tmp_path, None).load()
 
@@ -195,14 +210,25 @@ def test_a_start_with_no_node_admitted_within_the_timeout_says_so():
     nodes = {k: Unavailable(v, misses=10) for k, v in quadratic_fleet(NUM_NODES, seed=21).items()}
     admitted = "no connected node was admitted"
     with pytest.raises(TimeoutError, match=rf"{admitted} .*within the timeout \(0.5 s\)$"):
-        make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
-                                timeout=0.5, train_config=TRAIN)  # fmt: skip
+        make(clock=False).start(
+            FakeGrid(nodes),
+            initial_arrays(),
+            num_rounds=NUM_ROUNDS,
+            timeout=0.5,
+            train_config=TRAIN,
+        )
     for node in nodes.values():
         node.misses = 10
     # max_wall_time ends the wait, not the 60-s timeout
     with pytest.raises(TimeoutError, match=rf"{admitted} .*within max_wall_time \(0.5 s\)$"):
-        make(clock=False).start(FakeGrid(nodes), initial_arrays(), num_rounds=NUM_ROUNDS,
-                                timeout=60.0, train_config=TRAIN, max_wall_time=0.5)  # fmt: skip
+        make(clock=False).start(
+            FakeGrid(nodes),
+            initial_arrays(),
+            num_rounds=NUM_ROUNDS,
+            timeout=60.0,
+            train_config=TRAIN,
+            max_wall_time=0.5,
+        )
 
 
 def test_the_resumed_run_keeps_the_checkpoints_auto_lr_and_refuses_a_bad_one(tmp_path):
@@ -227,18 +253,27 @@ def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(
     values, and a value given to the resumed run is its own. A checkpoint written before they
     were kept resolves them again; a bad value is refused."""
     with pytest.raises(Crash):
-        start(make(tmp_path, eval_every=None), FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
-              crash_at(2 * NUM_NODES))  # fmt: skip
+        start(
+            make(tmp_path, eval_every=None),
+            FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
+            crash_at(2 * NUM_NODES),
+        )
     saved = Checkpointer(tmp_path, None).load()
     assert saved.settings == {"eval_every": NUM_NODES, "patience": 100}
     stable = saved.in_flight[0].stable_id
-    resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
-                    late_grid(stable, after=6), crash_at(-1))  # fmt: skip
+    resumed = start(
+        make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
+        late_grid(stable, after=6),
+        crash_at(-1),
+    )
     assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES}
     assert Checkpointer(tmp_path, None).load().settings == saved.settings
     Checkpointer(tmp_path, None).save(saved, 6)
-    given = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=2),
-                  late_grid(stable, after=6), crash_at(-1))  # fmt: skip
+    given = start(
+        make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=2),
+        late_grid(stable, after=6),
+        crash_at(-1),
+    )
     assert _spacing(given, saved.last_eval_step + 1) == {2}
     for bad in (0, "4", True, 2.5):
         Checkpointer(tmp_path, None).save(_with_settings(saved, eval_every=bad), 6)
@@ -247,8 +282,11 @@ def test_the_resumed_run_keeps_its_eval_every_and_patience_and_refuses_bad_ones(
     tree = to_tree(saved)
     del tree["state"]["settings"]  # as written before the settings were kept
     (tmp_path / FILENAME).write_bytes(statefile.dumps(tree))
-    resumed = start(make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
-                    late_grid(stable, after=6), crash_at(-1))  # fmt: skip
+    resumed = start(
+        make(tmp_path, min_nodes=NUM_NODES - 1, eval_every=None),
+        late_grid(stable, after=6),
+        crash_at(-1),
+    )
     assert _spacing(resumed, saved.last_eval_step) == {NUM_NODES - 1}
 
 

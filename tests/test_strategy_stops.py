@@ -19,8 +19,9 @@ def _identity():
 
 def run(strategy, nodes, **kwargs):
     grid = FakeGrid(nodes)
-    result = strategy.start(grid, initial_arrays(), num_rounds=50, timeout=5,
-                            train_config=TRAIN, **kwargs)  # fmt: skip
+    result = strategy.start(
+        grid, initial_arrays(), num_rounds=50, timeout=5, train_config=TRAIN, **kwargs
+    )
     return result, grid
 
 
@@ -53,8 +54,7 @@ def test_a_hanging_node_is_ended_by_the_timeout_and_the_run_finishes_without_it(
     nodes = quadratic_fleet(3, seed=3, modes={1: "silent"})
     grid = FakeGrid(nodes)
     strategy = ASGD(clock=VirtualClock(seed=0), min_nodes=3, max_failures=2)
-    result = strategy.start(grid, initial_arrays(), num_rounds=3, timeout=0.3,
-                            train_config=TRAIN)  # fmt: skip
+    result = strategy.start(grid, initial_arrays(), num_rounds=3, timeout=0.3, train_config=TRAIN)
     assert result.stopped_by == "budget"
     assert result.faults["timeout"] == 2  # it hung twice, then left the run
     assert result.num_updates == 9
@@ -66,8 +66,14 @@ def test_max_wall_time_ends_a_run_waiting_on_a_hanging_node_before_its_timeout(p
     a node that hangs with a TTL of an hour does not keep a 1-second run alive."""
     nodes = quadratic_fleet(3, seed=3, modes={1: "silent"})
     strategy = preset(clock=VirtualClock(seed=0), min_nodes=3)
-    result = strategy.start(FakeGrid(nodes), initial_arrays(), num_rounds=50, timeout=3600,
-                            train_config=TRAIN, max_wall_time=1.0)  # fmt: skip
+    result = strategy.start(
+        FakeGrid(nodes),
+        initial_arrays(),
+        num_rounds=50,
+        timeout=3600,
+        train_config=TRAIN,
+        max_wall_time=1.0,
+    )
     assert result.stopped_by == "max-wall-time" and result.wall_time >= 1.0
     assert result.faults.get("timeout", 0) == 0  # the hanging task was left, not timed out
 

@@ -39,8 +39,13 @@ def run_tracked(tmp_path, **tracking):
     run_config = {**RUN, "output-dir": str(tmp_path / "run"), **tracking}
 
     def node(k):
-        ctx = Context(run_id=1, node_id=100 + k, state=RecordDict(), run_config=run_config,
-                      node_config={"partition-id": k, "num-partitions": 3})  # fmt: skip
+        ctx = Context(
+            run_id=1,
+            node_id=100 + k,
+            state=RecordDict(),
+            run_config=run_config,
+            node_config={"partition-id": k, "num-partitions": 3},
+        )
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({7000 + k: node(k) for k in range(3)}, delay_seed=1)
@@ -210,8 +215,9 @@ def test_bad_tracking_settings_name_the_value_and_what_is_allowed(tmp_path):
 def test_the_launcher_options_become_run_config_keys_with_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert tracking_overrides("tensorboard", "tb") == {
-        "tracking.backend": "tensorboard", "tracking.uri": str(tmp_path / "tb")
-    }  # fmt: skip
+        "tracking.backend": "tensorboard",
+        "tracking.uri": str(tmp_path / "tb"),
+    }
     relative = tracking_overrides("mlflow", "sqlite:///db/mlflow.db")["tracking.uri"]
     assert relative == f"sqlite:///{tmp_path}/db/mlflow.db"
     for uri in ("sqlite:////abs/mlflow.db", "http://127.0.0.1:5000"):

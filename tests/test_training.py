@@ -139,10 +139,12 @@ def test_local_sgd_gives_torch_optim_sgds_weights_bit_for_bit(momentum, weight_d
     """Five steps of LocalSGD and of torch.optim.SGD from the same weights and batches: equal
     parameters after every step (that training imports no torch._dynamo is the test below)."""
     models = [cnn(seed=3), cnn(seed=3)]
-    ours = LocalSGD(list(models[0].parameters()), lr=0.05, momentum=momentum,
-                    weight_decay=weight_decay)  # fmt: skip
-    theirs = torch.optim.SGD(models[1].parameters(), lr=0.05, momentum=momentum,
-                             weight_decay=weight_decay)  # fmt: skip
+    ours = LocalSGD(
+        list(models[0].parameters()), lr=0.05, momentum=momentum, weight_decay=weight_decay
+    )
+    theirs = torch.optim.SGD(
+        models[1].parameters(), lr=0.05, momentum=momentum, weight_decay=weight_decay
+    )
     generator = torch.Generator().manual_seed(0)
     for _ in range(5):
         x = torch.randn(8, 1, 28, 28, generator=generator)
@@ -176,7 +178,8 @@ def test_training_in_a_fresh_process_imports_no_torch_dynamo():
         "train(model, data, steps=3, lr=0.1, momentum=0.9)\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"

@@ -174,9 +174,13 @@ def test_every_preset_takes_the_guard_and_is_guarded_by_default():
 def _start(strategy, nodes, evaluate_fn=None):
     with task_identity():
         return strategy.start(
-            FakeGrid(nodes, max_delay=0), initial_arrays(), num_rounds=6, timeout=5,
-            train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}), evaluate_fn=evaluate_fn,
-        )  # fmt: skip
+            FakeGrid(nodes, max_delay=0),
+            initial_arrays(),
+            num_rounds=6,
+            timeout=5,
+            train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
+            evaluate_fn=evaluate_fn,
+        )
 
 
 def _poisoned_fleet():
@@ -188,9 +192,13 @@ def _poisoned_fleet():
 def test_a_resumed_run_keeps_the_guards_window_bit_for_bit(tmp_path):
     def make(directory=None):
         return ASGD(
-            clock=VirtualClock(seed=4, sigma=0.3), min_nodes=5, seed=1, eval_every=1,
-            checkpoint_dir=directory, checkpoint_every=4 if directory else None,
-        )  # fmt: skip
+            clock=VirtualClock(seed=4, sigma=0.3),
+            min_nodes=5,
+            seed=1,
+            eval_every=1,
+            checkpoint_dir=directory,
+            checkpoint_every=4 if directory else None,
+        )
 
     full = _start(make(), _poisoned_fleet())
     with pytest.raises(Crash):
@@ -216,16 +224,25 @@ def test_a_second_start_begins_with_an_empty_window():
 # ------------------------------------------------------------------ robust buffer combination
 def _deltas(count, seed=0):
     rng = np.random.default_rng(seed)
-    return [[rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=5).astype(np.float32)]
-            for _ in range(count)]  # fmt: skip
+    return [
+        [rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=5).astype(np.float32)]
+        for _ in range(count)
+    ]
 
 
-@pytest.mark.parametrize(("combine", "trim"), [("median", 0.2), ("trimmed-mean", 0.2),
-                                               ("trimmed-mean", 0.4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("combine", "trim"), [("median", 0.2), ("trimmed-mean", 0.2), ("trimmed-mean", 0.4)]
+)
 @pytest.mark.parametrize("momentum", [0.0, 0.5])
 def test_fedbuff_robust_steps_as_its_reference(combine, trim, momentum):
-    agg = FedBuff(buffer_size=5, lr=0.5, server_momentum=momentum, staleness="constant",
-                  combine=combine, trim=trim)  # fmt: skip
+    agg = FedBuff(
+        buffer_size=5,
+        lr=0.5,
+        server_momentum=momentum,
+        staleness="constant",
+        combine=combine,
+        trim=trim,
+    )
     agg.init([np.ones((3, 4), np.float32), np.zeros(5, np.float32)])
     w, m = [p.copy() for p in agg.params], [np.zeros_like(p) for p in agg.params]
     for step in range(2):

@@ -25,16 +25,18 @@ def table(result: dict) -> str:
     """One row per history length."""
     rows = result["results"]
     same = all(row["same_state"] for row in rows)
-    return "\n".join([
-        caption(result, "python benchmarks/checkpoint_cost.py"),
-        "",
-        f"A model of {result['params']:,} float32 values; each journal save appends "
-        f"{result['every']} update records (a central evaluation every {result['eval_every']}); "
-        f"{result['pairs']} saves an arm per length, interleaved; both arms' files load back to "
-        f"the same state: {'yes' if same else 'NO'}.",
-        "",
-        "| update records | evaluations | s / save, whole file | s / save, journal | whole ÷ "
-        "journal | MiB, whole file | MiB, checkpoint + journal |",
-        "|---|---|---|---|---|---|---|",
-        *map(_row, rows),
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            caption(result, "python benchmarks/checkpoint_cost.py"),
+            "",
+            f"A model of {result['params']:,} float32 values; each journal save appends "
+            f"{result['every']} update records (a central evaluation every "
+            f"{result['eval_every']}); {result['pairs']} saves an arm per length, interleaved; "
+            f"both arms' files load back to the same state: {'yes' if same else 'NO'}.",
+            "",
+            "| update records | evaluations | s / save, whole file | s / save, journal | whole ÷ "
+            "journal | MiB, whole file | MiB, checkpoint + journal |",
+            "|---|---|---|---|---|---|---|",
+            *map(_row, rows),
+        ]
+    )

@@ -25,12 +25,15 @@ def _row(name: str, suite: dict) -> str:
 def _pace(result: dict) -> str:
     """How two at a time was paced: measured for some scenarios, assumed for the rest."""
     assumed = result["two-at-a-time"]
-    measured = sorted({(s["scenario"], s["pace"], s["pace-from"]) for s in result["suites"]
-                       if "pace" in s})  # fmt: skip
+    measured = sorted(
+        {(s["scenario"], s["pace"], s["pace-from"]) for s in result["suites"] if "pace" in s}
+    )
     if not measured:
         return f"{assumed:g} times the work an hour"
-    shown = [f"scenario ({sc}) {pace:g} times the work an hour, measured ({src})"
-             for sc, pace, src in measured]  # fmt: skip
+    shown = [
+        f"scenario ({sc}) {pace:g} times the work an hour, measured ({src})"
+        for sc, pace, src in measured
+    ]
     if any("pace" not in s for s in result["suites"]):
         shown.append(f"the others {assumed:g}, assumed")
     return "; ".join(shown)

@@ -19,16 +19,18 @@ def _row(suite: dict) -> str:
 def table(result: dict) -> str:
     """Per suite: runs finished, the estimate's hours for them two at a time, the hours the
     machine spent on them, their ratio, and the whole suite's estimate and twice it."""
-    return "\n".join([
-        labelled_caption(result, "python benchmarks/claims_spent.py"),
-        "",
-        f"Estimate from {result['compute']}, two runs at a time at its pace. Spent: the hours "
-        "covered by the finished runs' intervals (each run's start and its strategy's wall "
-        "time; not the launcher's start, nor runs cut off and started again, nor a resumed "
-        "run's parts before its last: a lower bound).",
-        "",
-        "| suite | runs finished | estimate for them, hours | spent on them, hours | spent / "
-        "estimate | suite's estimate, hours | twice it |",
-        "|---|---|---|---|---|---|---|",
-        *(_row(suite) for suite in result["suites"]),
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            labelled_caption(result, "python benchmarks/claims_spent.py"),
+            "",
+            f"Estimate from {result['compute']}, two runs at a time at its pace. Spent: the hours "
+            "covered by the finished runs' intervals (each run's start and its strategy's wall "
+            "time; not the launcher's start, nor runs cut off and started again, nor a resumed "
+            "run's parts before its last: a lower bound).",
+            "",
+            "| suite | runs finished | estimate for them, hours | spent on them, hours | spent / "
+            "estimate | suite's estimate, hours | twice it |",
+            "|---|---|---|---|---|---|---|",
+            *(_row(suite) for suite in result["suites"]),
+        ]
+    )

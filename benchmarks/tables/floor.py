@@ -6,8 +6,14 @@ from __future__ import annotations
 import statistics
 
 BENCHMARK = "floor"
-MILESTONES = ("simulation-started", "serverapp-started", "nodes-identified", "step-0-evaluated",
-              "finished", "command-done")  # fmt: skip
+MILESTONES = (
+    "simulation-started",
+    "serverapp-started",
+    "nodes-identified",
+    "step-0-evaluated",
+    "finished",
+    "command-done",
+)
 GROUPS = ("Ray actors", "simulation", "Ray services", "SuperLink", "SuperExec")
 
 
@@ -57,8 +63,9 @@ def _cpu_rows(result: dict) -> list[str]:
         floor_cpu = statistics.median([sum(r["floor-cpu"]) for r in runs])
         other = total - sum(cells)
         shown = " | ".join(f"{c:.1f}" for c in cells)
-        lines.append(f"| {name} | {shown} | {other:.1f} | {total:.1f} | {busy:.2f} "
-                     f"| {floor_cpu:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {shown} | {other:.1f} | {total:.1f} | {busy:.2f} | {floor_cpu:.1f} |"
+        )
     return lines
 
 
@@ -92,7 +99,7 @@ def table(result: dict) -> str:
             if baseline
             else ""
         )
-        + ". Median (min–max) over the runs.",  # fmt: skip
+        + ". Median (min–max) over the runs.",
         "",
         *_summary_rows(result),
         "",

@@ -31,8 +31,10 @@ def table(result: dict) -> str:
         "|---|---|---|---|",
     ]
     for name in ("sizes", "preflight", "server"):
-        lines.append(f"| {name} | {PARTS[name]} | {parts[name]['seconds']:.2f} | "
-                     f"{parts[name]['peak_mib']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {PARTS[name]} | {parts[name]['seconds']:.2f} | "
+            f"{parts[name]['peak_mib']:.1f} |"
+        )
     lines += [
         f"| node, cold | one ClientApp call of `load_node_data`, {result['sampled_nodes']} random "
         f"nodes | mean {node['mean_seconds'] * 1e3:.2f} ms, median "
@@ -41,6 +43,8 @@ def table(result: dict) -> str:
         f"samples | {node['largest_seconds']:.2f} | {node['largest_peak_mib']:.1f} |",
     ]
     if "full" in parts:
-        lines.append(f"| full | {PARTS['full']} | {parts['full']['seconds']:.2f} | "
-                     f"{parts['full']['peak_mib']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| full | {PARTS['full']} | {parts['full']['seconds']:.2f} | "
+            f"{parts['full']['peak_mib']:.1f} |"
+        )
     return "\n".join(lines)
