@@ -30,13 +30,16 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fl_async import statefile
 from fl_async.files import write_atomically
 from fl_async.strategies.journal import TABLES, Journal, JournalError
+
+if TYPE_CHECKING:
+    from fl_async.strategies.tasks import Task
 
 FILENAME = "fl-async-checkpoint.state"
 PICKLED = "fl-async-checkpoint.pkl"
@@ -68,6 +71,21 @@ class SavedTask:
     base: list[np.ndarray]
     own_base: bool
     """Whether ``base`` was the task's own (a compensated base), not the global version."""
+
+    @classmethod
+    def of(cls, task: Task, base: list[np.ndarray]) -> SavedTask:
+        """``task`` as a checkpoint holds it, with the model ``base`` it was sent."""
+        return cls(
+            task.stable_id,
+            task.base_version,
+            task.iteration,
+            task.task_index,
+            task.seed,
+            task.start,
+            task.finish,
+            base,
+            task.base is not None,
+        )
 
 
 @dataclass

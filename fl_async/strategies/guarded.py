@@ -122,21 +122,7 @@ class GuardGate:
     def held_tasks(self) -> list[SavedTask]:
         """The tasks of the held and queued updates, as tasks in flight for a checkpoint (the
         guard's state keeps the queued ones' verdicts)."""
-        return [
-            SavedTask(
-                t.stable_id,
-                t.base_version,
-                t.iteration,
-                t.task_index,
-                t.seed,
-                t.start,
-                t.finish,
-                h.base,
-                t.base is not None,
-            )
-            for h in self.queue + self.held
-            for t in (h.task,)
-        ]
+        return [SavedTask.of(h.task, h.base) for h in self.queue + self.held]
 
     def _conclude(
         self,

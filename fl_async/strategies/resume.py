@@ -120,21 +120,8 @@ class Snapshots:
         """The tasks a resume sends again: those still waiting for their nodes, the guard's
         held ones, and those in the book."""
         book = self.run.book
-        in_flight = list(self.resender.held) + self.gate.held_tasks()
-        for t in book.tasks():
-            saved = SavedTask(
-                t.stable_id,
-                t.base_version,
-                t.iteration,
-                t.task_index,
-                t.seed,
-                t.start,
-                t.finish,
-                book.base_of(t),
-                t.base is not None,
-            )
-            in_flight.append(saved)
-        return in_flight
+        held = list(self.resender.held) + self.gate.held_tasks()
+        return held + [SavedTask.of(t, book.base_of(t)) for t in book.tasks()]
 
     def restore(self, state: RunState, auto: Auto, **given: int | None) -> None:
         """Put the run (begun from the nodes connected now) where ``state`` left it, but its
