@@ -41,6 +41,18 @@ def start(strategy, nodes, evaluate_fn=None):
     )
 
 
+def make(preset, directory=None):
+    """The seeded run every test here crashes and resumes, checkpointing into ``directory``."""
+    return preset(
+        clock=VirtualClock(seed=2),
+        min_nodes=NUM_NODES,
+        seed=4,
+        eval_every=1,
+        checkpoint_dir=directory,
+        checkpoint_every=EVERY if directory else None,
+    )
+
+
 def with_new_node_ids(nodes, offset=10**9):
     """The same nodes (partition ids, data) under other node ids, as after re-registering."""
     return {node_id + offset: node for node_id, node in nodes.items()}
@@ -48,19 +60,9 @@ def with_new_node_ids(nodes, offset=10**9):
 
 @pytest.mark.parametrize("preset", [ASGD, GSGM, MIFA])
 def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, preset):
-    def make(directory=None):
-        return preset(
-            clock=VirtualClock(seed=2),
-            min_nodes=NUM_NODES,
-            seed=4,
-            eval_every=1,
-            checkpoint_dir=directory,
-            checkpoint_every=EVERY if directory else None,
-        )
-
-    full = start(make(), quadratic_fleet(NUM_NODES, seed=21))
+    full = start(make(preset), quadratic_fleet(NUM_NODES, seed=21))
     with pytest.raises(Crash):
-        start(make(tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+        start(make(preset, tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
     saved = Checkpointer(tmp_path, None).load()
     # The updates of steps 7.. were applied, then lost with the process: the checkpoint is
     # step 6's, with the tasks then in flight.
@@ -69,7 +71,7 @@ def test_a_crash_between_checkpoints_resumes_to_the_uninterrupted_run(tmp_path, 
     assert in_flight
 
     nodes = with_new_node_ids(quadratic_fleet(NUM_NODES, seed=21))
-    resumed = start(make(tmp_path), nodes)
+    resumed = start(make(preset, tmp_path), nodes)
     assert resumed.num_updates == full.num_updates == NUM_NODES * NUM_ROUNDS
     for a, b in zip(
         full.arrays.to_numpy_ndarrays(), resumed.arrays.to_numpy_ndarrays(), strict=True
@@ -89,25 +91,15 @@ def test_a_node_new_since_the_checkpoint_joins_the_resumed_run(tmp_path, preset)
     """A node the checkpoint does not know (it joined later, or is new) gets work after resuming:
     it joins the loaded dispatch policy at the active minimum, as any newcomer does."""
 
-    def make(directory):
-        return preset(
-            clock=VirtualClock(seed=2),
-            min_nodes=NUM_NODES,
-            seed=4,
-            eval_every=1,
-            checkpoint_dir=directory,
-            checkpoint_every=EVERY,
-        )
-
     with pytest.raises(Crash):
-        start(make(tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+        start(make(preset, tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
     saved = Checkpointer(tmp_path, None).load()
     assert sorted(saved.policy["clock"]) == list(range(NUM_NODES))
     nodes = with_new_node_ids(quadratic_fleet(NUM_NODES, seed=21))
     (newcomer_id, newcomer), *_ = quadratic_fleet(NUM_NODES + 1, seed=5).items()
     newcomer.partition_id = NUM_NODES  # a partition the checkpoint has never seen
     nodes[newcomer_id] = newcomer
-    resumed = start(make(tmp_path), nodes)
+    resumed = start(make(preset, tmp_path), nodes)
     rows = records(resumed)
     assert resumed.stopped_by == "budget", resumed.stop_detail
     assert NUM_NODES in {r["stable-id"] for r in rows[saved.num_updates :]}
@@ -132,14 +124,7 @@ def test_a_run_still_alive_when_another_takes_over_its_directory_stops_without_w
 
         return evaluate
 
-    stale = preset(
-        clock=VirtualClock(seed=2),
-        min_nodes=NUM_NODES,
-        seed=4,
-        eval_every=1,
-        checkpoint_dir=tmp_path,
-        checkpoint_every=EVERY,
-    )
+    stale = make(preset, tmp_path)
     with pytest.raises(RunSuperseded, match=f"took over the checkpoint directory {tmp_path}"):
         start(stale, quadratic_fleet(NUM_NODES, seed=21), take_over_at(CRASH_AT))
     # Step 7 was the last: the update that came next was not applied, and the checkpoint due at
@@ -173,23 +158,13 @@ def test_the_resumed_runs_wall_times_go_on_from_the_checkpoints(tmp_path):
     ``max_wall_time`` counts its own time only. A checkpoint without one starts from 0; a bad
     one is refused."""
 
-    def make():
-        return ASGD(
-            clock=VirtualClock(seed=2),
-            min_nodes=NUM_NODES,
-            seed=4,
-            eval_every=1,
-            checkpoint_dir=tmp_path,
-            checkpoint_every=EVERY,
-        )
-
     with pytest.raises(Crash):
-        start(make(), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
+        start(make(ASGD, tmp_path), quadratic_fleet(NUM_NODES, seed=21), crash_at(CRASH_AT))
     saved = Checkpointer(tmp_path, None).load()
     assert 0 <= saved.wall < 1000
     saved.wall = 1000.0
     Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
-    resumed = make().start(
+    resumed = make(ASGD, tmp_path).start(
         FakeGrid(quadratic_fleet(NUM_NODES, seed=21)),
         initial_arrays(),
         num_rounds=NUM_ROUNDS,
@@ -207,7 +182,7 @@ def test_the_resumed_runs_wall_times_go_on_from_the_checkpoints(tmp_path):
         saved.wall = bad
         Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
         with pytest.raises(CheckpointError, match=f"the checkpoint's wall={bad!r} is not"):
-            start(make(), quadratic_fleet(NUM_NODES, seed=21))
+            start(make(ASGD, tmp_path), quadratic_fleet(NUM_NODES, seed=21))
     saved.wall = None  # as written before the wall time was kept
     Checkpointer(tmp_path, None).save(saved, saved.aggregator["version"])
-    assert start(make(), quadratic_fleet(NUM_NODES, seed=21)).wall_time < 1000
+    assert start(make(ASGD, tmp_path), quadratic_fleet(NUM_NODES, seed=21)).wall_time < 1000
