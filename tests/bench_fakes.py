@@ -195,3 +195,16 @@ def pop_provenance(records: dict) -> list[dict]:
         for by_seed in by_strategy.values()
         for record in by_seed.values()
     ]
+
+
+def result_header(date: str) -> dict:
+    """The fields a measured result starts with (``benchmarks/measured.py``'s header), made up:
+    what a table's caption reads."""
+    return {
+        "commit": "abc1234",
+        "date": date,
+        "versions": "v",
+        "cpus": 2,
+        "load": [0.5, 0.6],
+        "label": "",
+    }

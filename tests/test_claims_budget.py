@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_fakes import ssgd
+from bench_fakes import result_header, ssgd
 
 ROOT = Path(__file__).resolve().parents[1]
 with pytest.MonkeyPatch.context() as _patch:
@@ -39,12 +39,7 @@ def test_the_rule_picks_the_first_budget_whose_curve_is_flat(tmp_path: Path) -> 
     assert found["chosen"] == 16
     assert found["seeds"]["1"][3] == {"flatness": 0.0, "final": 70.0}
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-27",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-27"),
         "threshold": 1.0,
         "splits": {"suite/dirichlet": found},
     }

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_fakes import result_header
 
 ROOT = Path(__file__).resolve().parents[1]
 with pytest.MonkeyPatch.context() as _patch:
@@ -57,12 +58,7 @@ def test_each_run_stands_for_its_input_and_the_hours_scale_by_rounds_seeds_and_f
         claims_compute.suite_estimate(PLAN, {"ssgd": records["ssgd"]}, TUNED)
 
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-28",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-28"),
         "seeds": 10,
         "two-at-a-time": 1.2,
         "suites": [{"name": "claims-a-dir", "folder": "sweep", **found}],
@@ -119,12 +115,7 @@ def test_a_cut_suite_is_marked_and_counted_apart() -> None:
         "longest": {"run": "ssgd", "seed": 0, "hours": 0.5},
     }
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-28",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-28"),
         "seeds": 10,
         "two-at-a-time": 1.2,
         "suites": [
@@ -190,12 +181,7 @@ def test_two_at_a_time_is_paced_by_the_runs_at_a_time_result_of_its_scenario(
         {"name": "claims-b", **suite, "hours": 12.0, "scenario": "b"},
     ]
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-28",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-28"),
         "seeds": 10,
         "two-at-a-time": 1.2,
         "suites": suites,

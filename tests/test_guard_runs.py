@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_fakes import result_header
 
 ROOT = Path(__file__).resolve().parents[1]
 with pytest.MonkeyPatch.context() as _patch:
@@ -70,12 +71,7 @@ def test_refusals_and_departures_are_counted_and_runs_without_norms_reach_nothin
         "updates": 3,
     }
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-27",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-27"),
         "factor": 10.0,
         "window": 50,
         "suites": {"old": {"dirichlet/asgd-seed30": found}},
@@ -97,12 +93,7 @@ def test_refusals_of_one_node_say_so_and_a_result_without_counts_still_renders(
     older = {k: v for k, v in found.items() if k not in ("refused-nodes", "per-node")}
     runs = {"dirichlet/ssgd-seed0": found, "dirichlet/ssgd-seed1": older}
     result = {
-        "commit": "abc1234",
-        "date": "2026-11-27",
-        "versions": "v",
-        "cpus": 2,
-        "load": [0.5, 0.6],
-        "label": "",
+        **result_header("2026-11-27"),
         "factor": 10.0,
         "window": 50,
         "suites": {"s": runs},
