@@ -11,7 +11,6 @@ checked on its own history; the datasets' other tests are in ``test_app_natural.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ from femnist_files import write_femnist
 from flower_processes import TAG_VAR, tagged, wait_processes_gone
 from test_app_cifar100 import SITECUSTOMIZE
 
-from fl_async.app.results import HISTORY
+from fl_async.app.results import HISTORY, read_history
 from fl_async.bench.engines import Study
 from fl_async.data import Synthetic, load_labels, load_owners
 from fl_async.partitioning import natural
@@ -118,7 +117,7 @@ def test_three_datasets_in_one_simulation_that_listens_on_loopback_only(tmp_path
     assert codes == dict.fromkeys(runs, 0), [
         (out / name / "launch.log").read_text(errors="replace")[-2000:] for name in runs
     ]
-    histories = {name: _history(out / name) for name in runs}
+    histories = {name: read_history(out / name / HISTORY) for name in runs}
     _check_femnist(histories["femnist"], Path(runs["femnist"]["data-root"]))
     _check_synthetic(histories["synthetic"])
     _check_cifar100(histories["cifar100"])
@@ -128,10 +127,6 @@ def test_three_datasets_in_one_simulation_that_listens_on_loopback_only(tmp_path
     assert any("flower-superlink" in s.program for s in found), found
     assert [s for s in found if not s.loopback] == [], found
     assert not [p for p in programs if "ray.util.client.server" in p], programs
-
-
-def _history(directory: Path) -> dict:
-    return json.loads((directory / HISTORY).read_text())
 
 
 def _check_femnist(history: dict, hub: Path) -> None:
