@@ -1,24 +1,36 @@
-"""fl_async on Flower's deployment engine: real SuperLink and SuperNode processes on 127.0.0.1.
+"""fl_async on Flower's deployment engine, set up as docs/deployment.md's edge deployment: real
+SuperLink and SuperNode processes on 127.0.0.1 with TLS and SuperNode authentication both on.
 
-A SuperLink and three SuperNodes run ``tests/deploy_app`` (ASGD in real-time mode); one
-SuperNode is killed (SIGKILL, by PID, with what it started) after the first updates. The run
-must count the lost task as a fault within about one TTL and go on with the other two: it stops
-``UPDATES_AFTER_FAULT`` server steps after that fault (the app's ``watch-path``), with a finite,
-trained model. Every process is stopped by PID afterwards, even when the test fails.
+``examples/edge-deployment/generate_certs.sh`` makes the CA, the SuperLink's certificate and
+four SuperNode key pairs; the SuperLink (HTTPS, ``--enable-supernode-auth``) learns three public
+keys through ``flwr supernode register``; three SuperNodes with those keys run
+``tests/deploy_app`` (ASGD in real-time mode) through TLS, while a SuperNode with an
+unregistered key is turned away. One SuperNode is killed (SIGKILL, by PID, with what it
+started) after the first updates: the run must count the lost task as a fault within about one
+TTL and go on with the other two; it stops ``UPDATES_AFTER_FAULT`` server steps after that fault
+(the app's ``watch-path``), with a finite, trained model. Every process is stopped by PID
+afterwards, even when the test fails. One deployment for both checks: each Flower process costs
+a second or two of CPU to start (every task starts a ClientApp process), most of this test's
+cost.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-from flower_deployment import FlowerDeployment
-from flower_processes import read_json, wait_until
+from flower_deployment import FlowerDeployment, TLSFiles
+from flower_processes import FlowerProcess, read_json, wait_until
 
-APP = Path(__file__).parent / "deploy_app"
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "tests" / "deploy_app"
+SCRIPT = ROOT / "examples" / "edge-deployment" / "generate_certs.sh"
 NUM_NODES = 3
 TIMEOUT = 30.0
 """Each task's TTL: the killed node's task is dropped after this long. Every task starts a
@@ -73,21 +85,74 @@ def check_survived(result: dict | None, killed_at: float, victim: str, context: 
     return victim_faults[0]
 
 
+def make_certificates(directory: Path, num_keys: int) -> None:
+    """The CA, the SuperLink's certificate and ``num_keys`` SuperNode key pairs."""
+    subprocess.run(
+        ["bash", str(SCRIPT), "-d", str(directory), "-n", str(num_keys), "-H", "superlink.test"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def start_nodes(deployment: FlowerDeployment, keys: Path) -> tuple[set[int], FlowerProcess]:
+    """Register keys 1 to ``NUM_NODES``, start a SuperNode with each, wait for them; then start
+    one with key ``NUM_NODES + 1``, never registered. The registered node ids and that rogue."""
+    registered = {
+        deployment.register_supernode(keys / f"supernode-{k}.pub") for k in range(1, NUM_NODES + 1)
+    }
+    for partition in range(NUM_NODES):
+        deployment.start_supernode(
+            partition, NUM_NODES, private_key=keys / f"supernode-{partition + 1}"
+        )
+    online = deployment.wait_for_nodes(NUM_NODES)
+    assert {int(n["node-id"]) for n in online} == registered
+    # started after the wait, which fails on a SuperNode that exited (as the rogue will)
+    rogue = deployment.start_supernode(
+        NUM_NODES, NUM_NODES, private_key=keys / f"supernode-{NUM_NODES + 1}"
+    )
+    return registered, rogue
+
+
+def check_rogue_turned_away(
+    deployment: FlowerDeployment, rogue: FlowerProcess, registered: set[int]
+) -> None:
+    """The SuperNode with the unregistered key gave up, refused, and never came online."""
+    deadline = time.monotonic() + 30
+    while rogue.running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not rogue.running(), rogue.log()
+    assert "Failed to activate SuperNode" in rogue.log(), rogue.log()
+    assert {int(n["node-id"]) for n in deployment.online_nodes()} <= registered
+
+
 @pytest.mark.slow(seconds=90)
-def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    not (shutil.which("openssl") and shutil.which("ssh-keygen")),
+    reason="generate_certs.sh needs openssl and ssh-keygen",
+)
+def test_tls_auth_and_a_run_that_survives_a_killed_supernode(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    make_certificates(certs, num_keys=NUM_NODES + 1)
     result_path, progress_path = tmp_path / "result.json", tmp_path / "progress.json"
     watch_path = tmp_path / "watch.json"
-    deployment = FlowerDeployment(tmp_path / "flower")
+    deployment = FlowerDeployment(tmp_path / "flower", tls=TLSFiles.in_dir(certs), auth=True)
     try:
-        deployment.start_superlink()
-        for partition in range(NUM_NODES):
-            deployment.start_supernode(partition, NUM_NODES)
-        deployment.wait_for_nodes(NUM_NODES)
-        run_config = {"strategy": "asgd", "min-nodes": NUM_NODES, "num-updates": NUM_UPDATES,
-                      "timeout": TIMEOUT, "max-wall-time": MAX_WALL_TIME,
-                      "result-path": str(result_path), "progress-path": str(progress_path),
-                      "watch-path": str(watch_path),
-                      "updates-after-fault": UPDATES_AFTER_FAULT}  # fmt: skip
+        deployment.start_superlink()  # waits for GET https://127.0.0.1:<port>/health
+        with pytest.raises(OSError):  # no plain HTTP on the TLS port
+            urllib.request.urlopen(f"http://{deployment.address}/health", timeout=5)
+        registered, rogue = start_nodes(deployment, certs / "keys")
+        run_config = {
+            "strategy": "asgd",
+            "min-nodes": NUM_NODES,
+            "num-updates": NUM_UPDATES,
+            "timeout": TIMEOUT,
+            "max-wall-time": MAX_WALL_TIME,
+            "result-path": str(result_path),
+            "progress-path": str(progress_path),
+            "watch-path": str(watch_path),
+            "updates-after-fault": UPDATES_AFTER_FAULT,
+        }
         run = deployment.start_run(APP, run_config)
         wait_until(
             lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
@@ -110,6 +175,7 @@ def test_run_survives_a_killed_supernode(tmp_path: Path) -> None:
         runs = deployment.runs_status()
         assert [r["status"] for r in runs] == ["finished:completed"], runs
         dropped_after = check_survived(result, killed_at, victim.log(), context)
+        check_rogue_turned_away(deployment, rogue, registered)
         print(
             f"\nkilled a SuperNode at {killed_at - result['started']:.1f} s; its task dropped "
             f"{dropped_after:.1f} s later; faults {result['faults']}; "
