@@ -1,12 +1,14 @@
-"""A SuperLink that crashes mid-run, restarted, and the run resumed from the strategy's checkpoint.
+"""A SuperLink that crashes mid-run, twice, restarted, and the run resumed from the strategy's
+checkpoint each time.
 
 The procedure of docs/strategies.md ("Surviving a SuperLink restart") on 127.0.0.1:
 ``flower-superlink --database <file>``, two SuperNodes, ``tests/deploy_app`` (ASGD) with
 ``checkpoint-dir`` and ``checkpoint-every``. Once a checkpoint is written the SuperLink process is
 SIGKILLed alone: its SuperExec and ServerApp must notice by themselves. The SuperLink is started
 again with the same command (same database, same port); the SuperNodes reconnect on their own;
-the same ``flwr run`` (same ``checkpoint-dir``) resumes and ends with the full budget, each
-update applied once. Every process is stopped by PID afterwards, also on failure.
+the same ``flwr run`` (same ``checkpoint-dir``) resumes. That resumed run crashes the same way
+once it has written a checkpoint of its own, and the run resumed again ends with the full budget,
+each update applied once. Every process is stopped by PID afterwards, also on failure.
 
 Flower's ServerApp stops when it sees its parent (the SuperExec) gone, by ``kill(pid, 0)``, which
 a zombie passes: where an orphaned SuperExec is not reaped at once (a container whose first
@@ -15,10 +17,12 @@ with its parent reaped it may not stop soon: Flower's monitor raises SIGINT in i
 Python runs the handler only when the main thread runs again, which here waits on the lock of
 Flower's HTTP retries while the log uploader and the heartbeat back off under it (seen: 30 s and
 150 s later still running, while the SuperLink was down). The test makes itself the orphans'
-reaper (Linux ``PR_SET_CHILD_SUBREAPER``): ``reaped`` reaps the SuperExec at once, ``zombie``
-leaves it a zombie. In both the directory is claimed before the restart, as the resumed run
-claims it as it starts, so the order is certain: a crashed ServerApp still alive and reconnected
-is stopped by the lease at its first reply, before it applies anything.
+reaper (Linux ``PR_SET_CHILD_SUBREAPER``): at the first crash it reaps the SuperExec at once
+(``reaped``), at the second it leaves it a zombie (``zombie``). Each time the directory is claimed
+before the restart, as the resumed run claims it as it starts, so the order is certain: a crashed
+ServerApp still alive and reconnected is stopped by the lease at its first reply, before it
+applies anything. Both crashes in one deployment: every Flower process costs a second or two of
+CPU to start, most of this test's cost.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ PR_SET_CHILD_SUBREAPER = 36
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "deploy_app"
 NUM_NODES = 2
-NUM_UPDATES = 6
+NUM_UPDATES = 8
 CHECKPOINT_EVERY = 2
 TIMEOUT = 60.0
 """A task's timeout (its message's TTL). Every task starts a ClientApp process that imports flwr
@@ -100,6 +104,16 @@ class Crash:
     saved: Any
     in_flight: list[tuple[int, int]]
     killed_at: float
+    superexec: str
+    """How the SuperLink's orphaned SuperExec was left: ``reaped`` or ``zombie``."""
+
+
+def checkpointed_past(checkpointer: Checkpointer, step: int) -> bool:
+    """Whether the checkpoint holds more than ``step`` updates."""
+    if not checkpointer.path.exists():
+        return False
+    saved = checkpointer.load()
+    return saved is not None and saved.num_updates > step
 
 
 def crash_superlink(
@@ -108,26 +122,30 @@ def crash_superlink(
     tmp_path: Path,
     superexec: str,
     children: set[tuple[int, int]],
+    after: Crash | None = None,
 ) -> Crash:
-    """Start the run, SIGKILL the SuperLink alone once a checkpoint is written, wait for the run
-    to fail; ``children`` receives the SuperLink's children (for the clean-up)."""
+    """Start the run (resumed from ``after``'s checkpoint when given), SIGKILL the SuperLink
+    alone once a checkpoint past it is written, wait for the run to fail; ``children`` receives
+    the SuperLink's children (for the clean-up)."""
     checkpointer = Checkpointer(Path(run_config["checkpoint-dir"]), None)
+    past = 0 if after is None else after.saved.num_updates
     crashed = deployment.start_run(
         APP,
         {
             **run_config,
-            "result-path": str(tmp_path / "crashed.json"),
-            "progress-path": str(tmp_path / "crashed-progress.json"),
+            "result-path": str(tmp_path / f"crashed-{superexec}.json"),
+            "progress-path": str(tmp_path / f"crashed-{superexec}-progress.json"),
         },
     )
     wait_until(
-        checkpointer.path.exists,
+        lambda: checkpointed_past(checkpointer, past),
         timeout=90,
-        what=f"a checkpoint at {checkpointer.path}",
+        what=f"a checkpoint past step {past} at {checkpointer.path}",
         alive=crashed,
         context=deployment.logs,
-        interval=0.1,
+        interval=0.2,
     )
+    assert after is None or "Resumed from" in crashed.log(), crashed.log()
 
     # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
     # the ServerApp watches the SuperExec's and is told to stop, maybe not soon (the module's
@@ -141,15 +159,16 @@ def crash_superlink(
     if superexec == "reaped":
         reap(others)  # the ServerApp's parent is gone for good: it stops, maybe not soon
     assert deployment.wait_run(crashed, timeout=30) != 0, crashed.log()
-    crashed_step = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+    progress = tmp_path / f"crashed-{superexec}-progress.json"
+    crashed_step = (read_json(progress) or {}).get("server-step")
 
     # The last checkpoint before the crash: what the resumed run starts from.
     saved = checkpointer.load()
     assert saved is not None
     in_flight = [(t.stable_id, t.iteration) for t in saved.in_flight]
-    assert 0 < saved.num_updates < NUM_UPDATES, saved.num_updates
+    assert past < saved.num_updates < NUM_UPDATES, (past, saved.num_updates)
     assert in_flight, "a checkpoint of an asynchronous run holds the tasks in flight"
-    return Crash(server_apps, crashed_step, saved, in_flight, killed_at)
+    return Crash(server_apps, crashed_step, saved, in_flight, killed_at, superexec)
 
 
 def reconnections(deployment: FlowerDeployment) -> dict[int, int]:
@@ -255,59 +274,72 @@ def check_each_update_once(updates: list[dict[str, Any]], crash: Crash, context:
 
 
 def check_crashed_run_stayed_down(
-    deployment: FlowerDeployment, crash: Crash, tmp_path: Path, superexec: str
+    deployment: FlowerDeployment, crash: Crash, tmp_path: Path
 ) -> dict[str, Any]:
     """The crashed run's ServerApp never trained again: it reported its run failed and left
     (alive at the restart: stopped by the lease). Its result."""
     assert deployment.wait_gone(crash.server_apps, timeout=60) == [], deployment.logs()
-    after_crash = (read_json(tmp_path / "crashed-progress.json") or {}).get("server-step")
+    progress = tmp_path / f"crashed-{crash.superexec}-progress.json"
+    after_crash = (read_json(progress) or {}).get("server-step")
     assert after_crash == crash.crashed_step, (crash.crashed_step, after_crash)
-    crashed_result = read_json(tmp_path / "crashed.json") or {}
-    if superexec == "zombie":
+    crashed_result = read_json(tmp_path / f"crashed-{crash.superexec}.json") or {}
+    if crash.superexec == "zombie":
         assert "RunSuperseded" in crashed_result.get("error", ""), crashed_result
     return crashed_result
 
 
-def wait_for_both_runs_ended(deployment: FlowerDeployment) -> None:
-    """Until the SuperLink lists the crashed run as failed and the resumed one as completed.
-    The crashed run is marked failed once the SuperLink sees it gone: on a loaded machine that
-    can come after the resumed run ended (seen with three pytest workers on 2 cores)."""
-    ended = {"finished:failed", "finished:completed"}
+def wait_for_the_runs_ended(deployment: FlowerDeployment) -> None:
+    """Until the SuperLink lists the two crashed runs as failed and the last one as completed.
+    A crashed run is marked failed once the SuperLink sees it gone: on a loaded machine that
+    can come after the last run ended (seen with three pytest workers on 2 cores)."""
+    ended = ["finished:completed", "finished:failed", "finished:failed"]
     wait_until(
-        lambda: {r["status"] for r in deployment.runs_status()} == ended,
+        lambda: sorted(r["status"] for r in deployment.runs_status()) == ended,
         timeout=120,
-        what=f"the two runs {sorted(ended)}",
+        what=f"the three runs {ended}",
         context=lambda: f"{deployment.runs_status()}\n{deployment.logs()}",
         interval=2.0,
     )
 
 
-def report(
-    crash: Crash,
-    crashed: dict[str, Any],
-    result: dict[str, Any],
-    superexec: str,
-    started: float,
-    restarted_at: float,
-) -> str:
-    """The line the test prints: when the crash came, what the crashed run reported, how
-    long the restart and the resumed run took."""
+def report(crash: Crash, crashed: dict[str, Any], started: float, restarted_at: float) -> str:
+    """The line the test prints of a crash: when it came, what the crashed run reported, how
+    long the restart took."""
     return (
         f"\ncrash at {crash.killed_at - started:.1f} s (checkpoint at step "
         f"{crash.saved.num_updates}, crashed run at step {crash.crashed_step}, "
-        f"{len(crash.in_flight)} task(s) in flight; SuperExec {superexec}: "
+        f"{len(crash.in_flight)} task(s) in flight; SuperExec {crash.superexec}: "
         f"{crashed.get('error', 'no error reported')[:60]}); restarted in "
-        f"{restarted_at - crash.killed_at:.1f} s; resumed run finished "
-        f"{time.monotonic() - restarted_at:.1f} s later with {result['num-updates']} updates"
+        f"{restarted_at - crash.killed_at:.1f} s"
     )
 
 
-@pytest.mark.slow(seconds=80)
+def crash_and_restart(
+    deployment: FlowerDeployment,
+    run_config: dict[str, Any],
+    tmp_path: Path,
+    children: set[tuple[int, int]],
+    after: Crash | None,
+) -> tuple[Crash, float]:
+    """The SuperLink crashes while a run trains (the first run, reaped SuperExec; or the run
+    resumed after ``after``, zombie SuperExec) and is started again; when it was."""
+    crash = crash_superlink(
+        deployment, run_config, tmp_path, "reaped" if after is None else "zombie", children, after
+    )
+    # The ServerApp may still be alive (a zombie parent, or its main thread not yet back from
+    # Flower's retries). The resumed run claims the directory as it starts; claiming it first
+    # makes the order certain: the crashed run must stop at its first reply from the
+    # restarted SuperLink, applying nothing.
+    Checkpointer(Path(run_config["checkpoint-dir"]), None).claim()
+    return crash, restart_superlink(deployment)
+
+
+@pytest.mark.slow(seconds=100)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
-@pytest.mark.parametrize("superexec", ["reaped", "zombie"])
-def test_run_resumes_after_a_superlink_restart(
-    tmp_path: Path, orphan_reaper: None, superexec: str
-) -> None:
+def test_a_run_resumes_after_two_superlink_crashes(tmp_path: Path, orphan_reaper: None) -> None:
+    """Two crashes in one deployment (each Flower process costs CPU to start): the first with
+    its orphaned SuperExec reaped at once, the second, of the resumed run, with it left a
+    zombie; the run resumed again goes on to its budget, each update applied once."""
     checkpoint_dir = tmp_path / "checkpoint"
     deployment = FlowerDeployment(tmp_path / "flower", database=tmp_path / "superlink.db")
     run_config = {
@@ -326,24 +358,20 @@ def test_run_resumes_after_a_superlink_restart(
         for partition in range(NUM_NODES):
             deployment.start_supernode(partition, NUM_NODES)
         deployment.wait_for_nodes(NUM_NODES)
-        crash = crash_superlink(deployment, run_config, tmp_path, superexec, children)
-        # The ServerApp may still be alive (a zombie parent, or its main thread not yet back from
-        # Flower's retries). The resumed run claims the directory as it starts; claiming it first
-        # makes the order certain: the crashed run must stop at its first reply from the
-        # restarted SuperLink, applying nothing.
-        Checkpointer(checkpoint_dir, None).claim()
-
-        restarted_at = restart_superlink(deployment)
+        first, first_restart = crash_and_restart(deployment, run_config, tmp_path, children, None)
+        second, restarted_at = crash_and_restart(deployment, run_config, tmp_path, children, first)
         result, context = resume(deployment, run_config, tmp_path)
-        check_each_update_once(result["updates"], crash, context)
-        crashed_result = check_crashed_run_stayed_down(deployment, crash, tmp_path, superexec)
+        for crash, restart in ((first, first_restart), (second, restarted_at)):
+            check_each_update_once(result["updates"], crash, context)
+            crashed = check_crashed_run_stayed_down(deployment, crash, tmp_path)
+            print(report(crash, crashed, started, restart))
         final = Checkpointer(checkpoint_dir, None).load()
         assert final is not None and final.num_updates == NUM_UPDATES
         records = [{"index": i, **r} for i, r in sorted(final.train_metrics.items())]
         assert records == result["updates"]
-        wait_for_both_runs_ended(deployment)
+        wait_for_the_runs_ended(deployment)
         assert all(proc.running() for proc in deployment.supernodes.values())
-        print(report(crash, crashed_result, result, superexec, started, restarted_at))
+        print(f"resumed run finished {time.monotonic() - restarted_at:.1f} s after the restart")
     finally:
         stopping = time.monotonic()
         deployment.stop_all()
