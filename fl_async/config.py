@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.hyperparameters import DECLARATIONS
 from fl_async.partitioning import SCHEMES
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number, check_seed
 
@@ -27,8 +28,6 @@ Value = bool | int | float | str
 Check = Callable[[str, Any], Value]
 """Checks a value for the key named by its first argument; returns it typed."""
 
-PRESET_DEFAULT = "default"
-"""A strategy hyperparameter set to this keeps the preset's default (None in Python)."""
 CLOCKS: tuple[str, ...] = ("virtual", "real")
 CORRELATIONS: tuple[str, ...] = ("none", "few-classes-fast", "many-classes-fast")
 SPEEDS: tuple[str, ...] = ("lognormal", "uniform", "pareto", "trace")
@@ -119,90 +118,11 @@ def _preset_value(default: Value) -> Check:
     return check
 
 
-_STALENESS = {"staleness": PRESET_DEFAULT, "max-staleness": PRESET_DEFAULT}
 PRESET_TABLES: dict[str, dict[str, Value]] = {
-    "gsgm": {
-        "lr": "auto",
-        "momentum": 0.9,
-        "average-weight": 0.5,
-        **_STALENESS,
-        "slack": 0,
-        "server-optimizer": "momentum",
-        "momentum-rule": "update",
-        "beta1": 0.9,
-        "beta2": 0.999,
-        "eps": 1e-08,
-        "schedule": "block",
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
-    "trendsmooth": {
-        "lr": PRESET_DEFAULT,
-        "base": "sgd",
-        "beta": 0.9,
-        "beta1": 0.9,
-        "beta2": 0.999,
-        "eps": 1e-08,
-        "trend-decay": 0.9,
-        "shrink": 0.5,
-        **_STALENESS,
-    },
-    "fedasync": {"alpha": 0.6, **_STALENESS, "proximal-mu": 0.0},
-    "fedbuff": {
-        "buffer-size": "auto",
-        "lr": 2.0,
-        "server-momentum": 0.0,
-        **_STALENESS,
-        "combine": "mean",
-        "trim": 0.2,
-    },
-    "dcasgd": {
-        "lr": 0.2,
-        "lam": 0.04,
-        "adaptive": False,
-        "lam0": 2.0,
-        "ms-decay": 0.95,
-        **_STALENESS,
-    },
-    "ssgd": {"lr": 1.0, "combine": "mean", "trim": 0.2},
-    "odsgd": {"lr": 1.0, "local-lr": "auto", "warmup-steps": 0},
-    "asp": {
-        "lr": "auto",
-        **_STALENESS,
-        "staleness-bound": 2,
-        "p-min": 0.5,
-        "period": PRESET_DEFAULT,
-    },
-    "mifa": {
-        "lr": "auto",
-        "warmup": False,
-        "lr-schedule": "constant",
-        "max-staleness": PRESET_DEFAULT,
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "ca2fl": {
-        "buffer-size": "auto",
-        "lr": 1.0,
-        "max-staleness": PRESET_DEFAULT,
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "fadas": {
-        "buffer-size": "auto",
-        "lr": 0.001,
-        "beta1": 0.9,
-        "beta2": 0.99,
-        "eps": 1e-08,
-        "tau-c": 1,
-        "delay-rule": "inverse",
-        "bias-correction": False,
-        "max-staleness": PRESET_DEFAULT,
-    },
+    name: declaration.table for name, declaration in DECLARATIONS.items()
 }
-"""Each preset's hyperparameters (hyphenated) with its defaults: the keyword-only arguments of
-``fl_async.strategies.PRESETS[name]`` ("default" for None), which a test holds equal."""
+"""Each preset's hyperparameters (hyphenated) with its defaults ("default" for None), derived
+from its declaration (``fl_async.hyperparameters``), as the presets' keyword defaults are."""
 
 STRATEGIES: tuple[str, ...] = tuple(PRESET_TABLES)
 """The presets' names (``fl_async.strategies.PRESETS``)."""

@@ -19,8 +19,9 @@ from fl_async.app.client_app import app as client_app
 from fl_async.app.config import STUDY_DIR, parse_run_config
 from fl_async.clients import client_app as handlers
 from fl_async.clients.node_data import cached_dataset, load_node_data, new_model
-from fl_async.config import DEFAULTS, PRESET_DEFAULT, TrainSpec
+from fl_async.config import DEFAULTS, TrainSpec
 from fl_async.data_spec import DataSpec
+from fl_async.hyperparameters import PRESET_DEFAULT
 from fl_async.models import MODEL_NAMES
 from fl_async.partitioning import SCHEMES, scheme_parameters
 from fl_async.protocol import IDENTIFY, to_record
