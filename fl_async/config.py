@@ -103,21 +103,6 @@ def _guard_factor(name: str, value: Any) -> float:
     return float(value)
 
 
-def _preset_value(default: Value) -> Check:
-    """A preset hyperparameter: "auto", "default", a name or a number, which the preset itself
-    checks when the server builds it; only an int where the default is a float is cast (TOML
-    writes 1 for 1.0)."""
-
-    def check(name: str, value: Any) -> Value:
-        if not isinstance(value, (bool, int, float, str)):
-            raise InvalidArgument(f"{name} must be a number, true/false or a string, got {value!r}")
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        return value
-
-    return check
-
-
 PRESET_TABLES: dict[str, dict[str, Value]] = {
     name: declaration.table for name, declaration in DECLARATIONS.items()
 }
@@ -210,12 +195,13 @@ SCHEMA: dict[str, Key] = {
     **SERVER_KEYS,
     **NODE_KEYS,
     **{
-        f"{preset}.{name}": Key(default, _preset_value(default))
-        for preset, table in PRESET_TABLES.items()
-        for name, default in table.items()
+        f"{preset}.{hyper.key}": Key(hyper.run_config_default, hyper.check)
+        for preset, declaration in DECLARATIONS.items()
+        for hyper in declaration.hypers
     },
 }
-"""Every key of the run config."""
+"""Every key of the run config; a preset's keys are checked as their declarations say (their
+ranges by the preset, when the server builds it)."""
 
 DEFAULTS: dict[str, Value] = {key: spec.default for key, spec in SCHEMA.items()}
 """Every key with its default: pyproject.toml's ``[tool.flwr.app.config]`` holds the same."""

@@ -127,7 +127,7 @@ def test_hyperparameters_reach_the_preset():
         ({"local-steps": 0, "local-epochs": 0}, "local-epochs >= 1"),
         ({"num_rounds": 3}, "unknown run config key 'num_rounds': did you mean 'num-rounds'?"),
         ({"gsgm.speed": 3}, "'gsgm.speed': allowed: gsgm.lr, gsgm.momentum"),
-        ({"gsgm.momentum": [1]}, "'gsgm.momentum' must be a number, true/false or a string"),
+        ({"gsgm.momentum": [1]}, "'gsgm.momentum' must be a number or 'default', got [1]"),
     ],
 )
 def test_bad_values_say_what_is_allowed(overrides, message):

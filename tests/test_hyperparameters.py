@@ -12,7 +12,11 @@ import blocks
 import pytest
 
 from fl_async import config
-from fl_async.hyperparameters import DECLARATIONS, Declaration, Hyper, registry
+from fl_async.aggregators import fadas, gsgm, mifa, staleness, trend_smooth
+from fl_async.aggregators.robust import COMBINES
+from fl_async.app.config import parse_run_config
+from fl_async.hyperparameters import DECLARATIONS, Declaration, Hyper, Values, registry
+from fl_async.hyperparameters.declaration import INTEGER, NUMBER
 from fl_async.hyperparameters.tables import table, toml_section, toml_value
 from fl_async.strategies import PRESETS
 
@@ -76,8 +80,15 @@ def test_a_declared_block_is_rewritten_and_an_unknown_table_named(tmp_path):
 
 def test_the_run_config_table_gives_each_key_its_default_and_meaning():
     rows = table("run-config", DECLARATIONS).split("\n")
-    assert rows[0] == "| key | default | meaning |"
-    assert "| `mifa.warmup` | `false` | true: no step until every node has reported once |" in rows
+    assert rows[0] == "| key | default | values | meaning |"
+    warmup = "| `mifa.warmup` | `false` | true or false | true: no step until every node has "
+    assert warmup + "reported once |" in rows
+    schedule = "| `mifa.lr-schedule` | `\"constant\"` | one of 'constant', 'inverse' | "
+    assert any(row.startswith(schedule) for row in rows)
+    assert (
+        '| `asgd.lr` | `"auto"` | a number or \'auto\' | the server step, >= 0; "auto": `1/N` |'
+        in rows
+    )
     assert sum(row.startswith("| `fadas.") for row in rows) == len(DECLARATIONS["fadas"].hypers)
     assert len(rows) == 2 + sum(len(d.hypers) for d in DECLARATIONS.values())
 
@@ -93,11 +104,17 @@ def test_toml_values_are_written_as_toml_reads_them():
 
 
 def test_a_declaration_out_of_shape_is_refused_naming_it():
-    lr = Hyper("lr", 1.0, "the step")
+    lr = Hyper("lr", 1.0, NUMBER, "the step")
     with pytest.raises(ValueError, match="snake_case, got 'buffer-size'"):
-        Hyper("buffer-size", 1, "")
+        Hyper("buffer-size", 1, INTEGER, "")
     with pytest.raises(ValueError, match=r"lr's default must be a bool, number, string or None"):
-        Hyper("lr", [1.0], "")
+        Hyper("lr", [1.0], NUMBER, "")
+    with pytest.raises(ValueError, match="lr's default 'auto' is not a number"):
+        Hyper("lr", "auto", NUMBER, "")
+    with pytest.raises(ValueError, match="choices go with kind 'choice' only"):
+        Values("number", ("a",))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Values("real")
     with pytest.raises(ValueError, match="'FedX' needs 'fedx', got 'fx'"):
         Declaration("fx", "FedX", "FedX", "asynchronous", "", (lr,))
     with pytest.raises(ValueError, match=r"FedX declares \['lr'\] more than once"):
@@ -107,3 +124,52 @@ def test_a_declaration_out_of_shape_is_refused_naming_it():
         registry((fedx,), (fedx,))
     with pytest.raises(TypeError):
         fedx.defaults["lr"] = 2.0  # read-only: a preset's defaults cannot drift from it
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "mifa.lr-schedule",
+            "x",
+            "'mifa.lr-schedule' must be one of 'constant', 'inverse', 'default', got 'x'",
+        ),
+        ("mifa.lr", "fast", "'mifa.lr' must be a number, 'auto' or 'default', got 'fast'"),
+        ("mifa.warmup", 1, "'mifa.warmup' must be true, false or 'default', got 1"),
+        ("asgd.slack", 1.5, "'asgd.slack' must be an integer or 'default', got 1.5"),
+        ("gsgm.cache-dir", 3, "'gsgm.cache-dir' must be a string or 'default', got 3"),
+        ("fedbuff.lr", float("nan"), "'fedbuff.lr' must be a number or 'default', got nan"),
+    ],
+)
+def test_the_run_config_checks_each_value_as_declared(key, value, message):
+    with pytest.raises(ValueError) as error:
+        parse_run_config({key: value})
+    assert f"run config {message}" in str(error.value)
+
+
+def test_declared_values_pass_as_they_are_and_default_everywhere():
+    values = parse_run_config({"gsgm.lr": 1, "fedbuff.lr": 3, "asgd.lr": "default"}).values
+    assert values["gsgm.lr"] == 1 and isinstance(values["gsgm.lr"], int)  # "auto" or any number
+    assert values["fedbuff.lr"] == 3.0 and isinstance(values["fedbuff.lr"], float)
+    assert values["asgd.lr"] == "default"  # any key: the preset's own default
+
+
+def test_the_declared_choices_are_the_aggregators():
+    """Stated as data, so that the ClientApp imports no aggregator; held equal here."""
+    choices = {
+        (n, h.name): h.values.choices
+        for n, d in DECLARATIONS.items()
+        for h in d.hypers
+        if h.values.kind == "choice"
+    }
+    assert choices.pop(("gsgm", "server_optimizer")) == gsgm.SERVER_OPTIMIZERS
+    assert choices.pop(("gsgm", "momentum_rule")) == gsgm.MOMENTUM_RULES
+    assert choices.pop(("gsgm", "schedule")) == gsgm.SCHEDULES
+    assert choices.pop(("trendsmooth", "base")) == trend_smooth.BASES
+    assert choices.pop(("mifa", "lr_schedule")) == mifa.LR_SCHEDULES
+    assert choices.pop(("fadas", "delay_rule")) == fadas.DELAY_RULES
+    assert choices.pop(("fedbuff", "combine")) == choices.pop(("ssgd", "combine")) == COMBINES
+    assert set(choices) == {
+        (n, "staleness") for n, d in DECLARATIONS.items() if "staleness" in d.defaults
+    }
+    assert set(choices.values()) == {tuple(staleness._BY_NAME)}

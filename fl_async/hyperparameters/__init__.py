@@ -1,7 +1,9 @@
 """Every rule's one declaration: its preset's hyperparameters, their defaults and one-line docs.
 
-The run config's ``<preset>.<key>`` tables (``fl_async.config.PRESET_TABLES``), the presets'
-keyword defaults and the docs' hyperparameter tables are derived from ``DECLARATIONS``. It
+The run config's ``<preset>.<key>`` keys with their defaults and checks
+(``fl_async.config.PRESET_TABLES``, ``SCHEMA``), the presets' keyword defaults,
+``fl_async.strategies.PRESETS`` and the docs' hyperparameter tables are derived from
+``DECLARATIONS``. It
 imports only ``fl_async.validation``, so the ClientApp reads it without any server code.
 Adding a rule adds its ``Declaration`` to a ``DECLARED`` tuple here (docs/architecture.md,
 Adding a rule).
@@ -9,13 +11,16 @@ Adding a rule).
 
 from fl_async.hyperparameters import descendants, presets
 from fl_async.hyperparameters.declaration import (
+    AUTO,
     PRESET_DEFAULT,
     Declaration,
     Default,
     Hyper,
+    Values,
+    choice,
     registry,
 )
-from fl_async.hyperparameters.presets import AUTO, TUNED_LR
+from fl_async.hyperparameters.presets import TUNED_LR
 
 DECLARATIONS: dict[str, Declaration] = registry(presets.DECLARED, descendants.DECLARED)
 """Every rule's declaration by its preset's run-config name, in the order presets are listed."""
@@ -28,5 +33,7 @@ __all__ = [
     "Declaration",
     "Default",
     "Hyper",
+    "Values",
+    "choice",
     "registry",
 ]

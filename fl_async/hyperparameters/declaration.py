@@ -4,10 +4,13 @@ are derived."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from fl_async.validation import InvalidArgument
 
@@ -17,17 +20,86 @@ config)."""
 
 PRESET_DEFAULT = "default"
 """The run config's spelling of None: the hyperparameter keeps the preset's default."""
+AUTO = "auto"
+"""A value resolved at start from N, the number of nodes (docs/algorithms.md, Safe defaults
+for presets)."""
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "number": ("a number",),
+    "integer": ("an integer",),
+    "flag": ("true", "false"),
+    "choice": (),  # its choices
+    "text": ("a string",),
+}
+
+
+@dataclass(frozen=True)
+class Values:
+    """Which values a hyperparameter takes: its kind (the choices of a ``choice``) and whether
+    ``"auto"`` is one. The run config checks each value against it; the ranges are the rule's
+    to check when the preset is built, as its arithmetic needs them."""
+
+    kind: Literal["number", "integer", "flag", "choice", "text"]
+    choices: tuple[str, ...] = ()
+    auto: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise InvalidArgument(f"kind must be one of {list(_KINDS)}, got {self.kind!r}")
+        if bool(self.choices) != (self.kind == "choice"):
+            raise InvalidArgument(f"choices go with kind 'choice' only, got {self!r}")
+
+    def describe(self, *more: str) -> str:
+        """The values in words, ``more`` strings besides: ``a number or 'auto'``, ``one of
+        'sgd', 'adam'``."""
+        extra = ((AUTO,) if self.auto else ()) + more
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(value) for value in (*self.choices, *extra))
+        parts = [*_KINDS[self.kind], *(repr(value) for value in extra)]
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` is of this kind (``"auto"`` aside)."""
+        number = isinstance(value, (int, float, np.integer, np.floating))
+        number = number and not isinstance(value, (bool, np.bool_))
+        return {
+            "number": number and not math.isnan(value),
+            "integer": number and isinstance(value, (int, np.integer)),
+            "flag": isinstance(value, (bool, np.bool_)),
+            "choice": isinstance(value, str) and value in self.choices,
+            "text": isinstance(value, str),
+        }[self.kind]
+
+
+def choice(*choices: str, auto: bool = False) -> Values:
+    """One of ``choices`` (strings)."""
+    return Values("choice", choices, auto)
+
+
+NUMBER = Values("number")
+"""Any number but NaN (an int or a float; its range is the rule's to check)."""
+NUMBER_OR_AUTO = Values("number", auto=True)
+"""A number, or ``"auto"``: resolved from N at start."""
+INTEGER = Values("integer")
+"""Any integer (its range is the rule's to check)."""
+INTEGER_OR_AUTO = Values("integer", auto=True)
+"""An integer, or ``"auto"``: resolved from N at start."""
+FLAG = Values("flag")
+"""True or false."""
+TEXT = Values("text")
+"""Any string (a path: the rule checks it)."""
 
 
 @dataclass(frozen=True)
 class Hyper:
-    """One hyperparameter of a preset: its keyword, its default and what it means."""
+    """One hyperparameter of a preset: its keyword, its default, its values and its meaning."""
 
     name: str
     """The preset's keyword (snake_case); the run-config key hyphenates it."""
     default: Default
+    values: Values
     doc: str
-    """One line for the docs' tables: what the value means and which values are allowed."""
+    """One line for the docs' tables: what the value means (its values are ``values``')."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -37,6 +109,28 @@ class Hyper:
                 f"{self.name}'s default must be a bool, number, string or None, "
                 f"got {self.default!r}"
             )
+        if self.default is not None and not self._admits(self.default):
+            raise InvalidArgument(
+                f"{self.name}'s default {self.default!r} is not {self.values.describe()}"
+            )
+
+    @property
+    def allowed(self) -> str:
+        """Its values in the run config, in words: ``"default"`` is one of every key's."""
+        return self.values.describe(PRESET_DEFAULT)
+
+    def _admits(self, value: Any) -> bool:
+        return (self.values.auto and value == AUTO) or self.values.admits(value)
+
+    def check(self, name: str, value: Any) -> bool | int | float | str:
+        """``value`` for the run-config key ``name``, checked (``"default"`` keeps the preset's
+        default); an int is cast where the default is a float (TOML writes 1 for 1.0), every
+        other value is kept as it is."""
+        if not (value == PRESET_DEFAULT or self._admits(value)):
+            raise InvalidArgument(f"{name} must be {self.allowed}, got {value!r}")
+        if isinstance(self.default, float) and isinstance(value, (int, np.integer)):
+            return float(value)
+        return value
 
     @property
     def key(self) -> str:

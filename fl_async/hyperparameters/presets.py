@@ -1,41 +1,73 @@
 """The declarations of the presets of ``fl_async.strategies.presets``: GSGM, the asynchronous
-baselines and the synchronous ones (docs/algorithms.md states every rule)."""
+baselines and the synchronous ones (docs/algorithms.md states every rule).
+
+The choices are the aggregators' own (``fl_async.aggregators``), stated here as data so that the
+ClientApp, which reads the run config, imports no aggregator; tests hold them equal.
+"""
 
 from __future__ import annotations
 
-from fl_async.hyperparameters.declaration import Declaration, Hyper
+from fl_async.hyperparameters.declaration import (
+    AUTO,
+    FLAG,
+    INTEGER,
+    INTEGER_OR_AUTO,
+    NUMBER,
+    NUMBER_OR_AUTO,
+    TEXT,
+    Declaration,
+    Hyper,
+    choice,
+)
 
-AUTO = "auto"
-"""A default resolved at start from N, the number of nodes (docs/algorithms.md, Safe defaults
-for presets)."""
 TUNED_LR = 0.2
 """DCASGD's and TrendSmooth(sgd)'s default ``lr``: the point the claims study's sweep chose (10
 MNIST nodes, Dirichlet(0.1)), which beat ``"auto"`` on its evaluation seeds."""
 
 STALENESS = Hyper(
-    "staleness", None, "the staleness weight: constant, polynomial or hinge; default: the rule's"
+    "staleness",
+    None,
+    choice("constant", "polynomial", "hinge"),
+    "the staleness weight `s(tau)`; default: the rule's",
 )
-"""The staleness weight every rule with one takes."""
+"""The staleness weight every rule with one takes (``aggregators.staleness``' names)."""
 MAX_STALENESS = Hyper(
-    "max_staleness", None, "refuse updates staler than this many server steps; default: no bound"
+    "max_staleness", None, INTEGER, "updates staler than this are refused; default: no bound"
 )
 """The bound every rule takes: staler updates are refused."""
 CACHE_MEMORY = Hyper(
     "cache_memory",
     None,
+    NUMBER,
     "bytes of cached gradients held in memory, the rest in a memory-mapped file; default: no limit",
 )
 """GSGM's gradient cache's memory budget (MIFA and CA2FL share the cache)."""
 CACHE_DIR = Hyper(
-    "cache_dir", None, "the directory of that file; default: the system's temporary directory"
+    "cache_dir",
+    None,
+    TEXT,
+    "an existing directory for that file; default: the system's temporary directory",
 )
 """Where the cache's memory-mapped file goes."""
 COMBINE = Hyper(
     "combine",
     "mean",
-    '"mean"; "median" or "trimmed-mean": coordinate-wise, robust to a few bad updates',
+    choice("mean", "median", "trimmed-mean"),
+    "how the updates are combined: median and trimmed mean coordinate-wise, robust to a few "
+    "bad updates",
 )
-TRIM = Hyper("trim", 0.2, "the share the trimmed mean cuts from each end, in [0, 0.5)")
+"""A buffered rule's combiner (``aggregators.robust.COMBINES``)."""
+TRIM = Hyper("trim", 0.2, NUMBER, "the share the trimmed mean cuts from each end, in [0, 0.5)")
+"""What the trimmed mean cuts."""
+BETA1 = Hyper("beta1", 0.9, NUMBER, "Adam's first-moment decay, in [0, 1)")
+"""The Adam server optimizer's settings, which GSGM and Trend-Smooth share."""
+BETA2 = Hyper("beta2", 0.999, NUMBER, "Adam's second-moment decay, in [0, 1)")
+"""As ``BETA1``."""
+EPS = Hyper("eps", 1e-8, NUMBER, "Adam's epsilon, > 0")
+"""As ``BETA1``."""
+BASES = ("sgd", "momentum", "adam")
+"""GSGM's server optimizers and Trend-Smooth's bases (``aggregators.gsgm.SERVER_OPTIMIZERS``,
+``aggregators.trend_smooth.BASES``)."""
 
 GSGM = Declaration(
     name="gsgm",
@@ -45,22 +77,31 @@ GSGM = Declaration(
     auto="`(1 - momentum) / N`; sgd `1/N`, adam `0.01`",
     hypers=(
         Hyper(
-            "lr", AUTO, 'the server step; "auto": momentum `(1 - momentum)/N`, sgd `1/N`, adam 0.01'
+            "lr",
+            AUTO,
+            NUMBER_OR_AUTO,
+            'the server step, >= 0; "auto": momentum `(1 - momentum)/N`, sgd `1/N`, adam 0.01',
         ),
-        Hyper("momentum", 0.9, "the global momentum, in [0, 1)"),
-        Hyper(
-            "average_weight", 0.5, "the weight of the cached average against the update, in [0, 1]"
-        ),
+        Hyper("momentum", 0.9, NUMBER, "the global momentum, in [0, 1)"),
+        Hyper("average_weight", 0.5, NUMBER, "the cached average's weight in the step, in [0, 1]"),
         STALENESS,
         MAX_STALENESS,
-        Hyper("slack", 0, "the white list's bound: how far a node may run ahead of the slowest"),
-        Hyper("server_optimizer", "momentum", '"momentum", "sgd" or "adam"'),
-        Hyper("momentum_rule", "update", '"update", "cycle" (once per cycle) or "implicit"'),
-        Hyper("beta1", 0.9, "Adam's first-moment decay, in [0, 1)"),
-        Hyper("beta2", 0.999, "Adam's second-moment decay, in [0, 1)"),
-        Hyper("eps", 1e-8, "Adam's epsilon, > 0"),
+        Hyper("slack", 0, INTEGER, "the white list's bound (0: every node once per cycle)"),
+        Hyper("server_optimizer", "momentum", choice(*BASES), "the step's rule"),
         Hyper(
-            "schedule", "block", '"block": the white list at dispatch; "buffer": in the aggregator'
+            "momentum_rule",
+            "update",
+            choice("update", "cycle", "implicit"),
+            "momentum on every update, once per cycle, or less the momentum asynchrony implies",
+        ),
+        BETA1,
+        BETA2,
+        EPS,
+        Hyper(
+            "schedule",
+            "block",
+            choice("block", "buffer"),
+            "the white list held at dispatch, or by the aggregator",
         ),
         CACHE_MEMORY,
         CACHE_DIR,
@@ -74,12 +115,10 @@ ASGD = Declaration(
     dispatch="asynchronous; `slack=k`: `WhiteList(k)` (ASGD paced as GSGM, a control)",
     auto="`1 / N`",
     hypers=(
-        Hyper("lr", AUTO, '"auto": 1/N'),
+        Hyper("lr", AUTO, NUMBER_OR_AUTO, 'the server step, >= 0; "auto": `1/N`'),
         STALENESS,
         MAX_STALENESS,
-        Hyper(
-            "slack", None, "an integer k: GSGM's white list `WhiteList(k)`; default: asynchronous"
-        ),
+        Hyper("slack", None, INTEGER, "k: GSGM's white list `WhiteList(k)`; default: asynchronous"),
     ),
 )
 
@@ -90,14 +129,20 @@ TRENDSMOOTH = Declaration(
     dispatch="asynchronous",
     auto='sgd `1/N`, momentum `(1 - beta)/N`, adam `0.01`; default: sgd `0.2`, the others `"auto"`',
     hypers=(
-        Hyper("lr", None, 'default: 0.2 with the sgd base, "auto" with the others'),
-        Hyper("base", "sgd", 'the base optimizer: "sgd", "momentum" or "adam"'),
-        Hyper("beta", 0.9, "the momentum base's decay, in [0, 1)"),
-        Hyper("beta1", 0.9, "Adam's first-moment decay, in [0, 1)"),
-        Hyper("beta2", 0.999, "Adam's second-moment decay, in [0, 1)"),
-        Hyper("eps", 1e-8, "Adam's epsilon, > 0"),
-        Hyper("trend_decay", 0.9, "the decay of the trend of past steps, in [0, 1]"),
-        Hyper("shrink", 0.5, "the factor on a step's coordinates that oppose the trend, in [0, 1]"),
+        Hyper(
+            "lr",
+            None,
+            NUMBER_OR_AUTO,
+            'default: 0.2 with the sgd base, "auto" with the others; "auto": sgd `1/N`, '
+            "momentum `(1 - beta)/N`, adam 0.01",
+        ),
+        Hyper("base", "sgd", choice(*BASES), "the base optimizer"),
+        Hyper("beta", 0.9, NUMBER, "the momentum base's decay, in [0, 1)"),
+        BETA1,
+        BETA2,
+        EPS,
+        Hyper("trend_decay", 0.9, NUMBER, "the decay of the trend of past steps, in [0, 1]"),
+        Hyper("shrink", 0.5, NUMBER, "the factor on a step's coordinates against the trend"),
         STALENESS,
         MAX_STALENESS,
     ),
@@ -110,10 +155,10 @@ FEDASYNC = Declaration(
     dispatch="asynchronous",
     auto="(a convex mix)",
     hypers=(
-        Hyper("alpha", 0.6, "the mixing weight, in (0, 1]"),
+        Hyper("alpha", 0.6, NUMBER, "the mixing weight, in (0, 1]"),
         STALENESS,
         MAX_STALENESS,
-        Hyper("proximal_mu", 0.0, "the clients' proximal term, >= 0"),
+        Hyper("proximal_mu", 0.0, NUMBER, "the clients' proximal term, >= 0"),
     ),
 )
 
@@ -124,9 +169,9 @@ FEDBUFF = Declaration(
     dispatch="asynchronous",
     auto="`buffer_size = min(10, N)` (`lr = 2`)",
     hypers=(
-        Hyper("buffer_size", AUTO, 'updates per step; "auto": min(10, N)'),
-        Hyper("lr", 2.0, "the server step (the claims study's tuned point)"),
-        Hyper("server_momentum", 0.0, "the server's momentum, in [0, 1)"),
+        Hyper("buffer_size", AUTO, INTEGER_OR_AUTO, 'updates per step, >= 1; "auto": `min(10, N)`'),
+        Hyper("lr", 2.0, NUMBER, "the server step (the claims study's tuned point)"),
+        Hyper("server_momentum", 0.0, NUMBER, "the server's momentum, in [0, 1)"),
         STALENESS,
         MAX_STALENESS,
         COMBINE,
@@ -141,13 +186,16 @@ DCASGD = Declaration(
     dispatch="asynchronous",
     auto="`1 / N`; default: `lr = 0.2`",
     hypers=(
-        Hyper("lr", TUNED_LR, '"auto": 1/N'),
-        Hyper("lam", 0.04, "the delay compensation's weight, >= 0"),
         Hyper(
-            "adaptive", False, "true: `lam0 / sqrt(M)` replaces `lam`, M the updates' mean square"
+            "lr",
+            TUNED_LR,
+            NUMBER_OR_AUTO,
+            'the server step (the claims study\'s tuned point); "auto": `1/N`',
         ),
-        Hyper("lam0", 2.0, "the adaptive weight's numerator, >= 0"),
-        Hyper("ms_decay", 0.95, "the mean square's decay, in [0, 1)"),
+        Hyper("lam", 0.04, NUMBER, "the delay compensation's weight, >= 0"),
+        Hyper("adaptive", False, FLAG, "true: `lam0 / sqrt(M)` replaces `lam`, M a mean square"),
+        Hyper("lam0", 2.0, NUMBER, "the adaptive weight's numerator, >= 0"),
+        Hyper("ms_decay", 0.95, NUMBER, "the mean square's decay, in [0, 1)"),
         STALENESS,
         MAX_STALENESS,
     ),
@@ -159,7 +207,7 @@ SSGD = Declaration(
     aggregator="SSGD",
     dispatch="barrier",
     auto="`lr = 1` is FedAvg",
-    hypers=(Hyper("lr", 1.0, "the server step; 1: FedAvg"), COMBINE, TRIM),
+    hypers=(Hyper("lr", 1.0, NUMBER, "the server step (1: FedAvg)"), COMBINE, TRIM),
 )
 
 ODSGD = Declaration(
@@ -169,9 +217,9 @@ ODSGD = Declaration(
     dispatch="one-step delay",
     auto="`local_lr = lr / N`",
     hypers=(
-        Hyper("lr", 1.0, "the server step"),
-        Hyper("local_lr", AUTO, 'the compensation\'s rate; "auto": lr/N'),
-        Hyper("warmup_steps", 0, "the first steps, run as plain SSGD"),
+        Hyper("lr", 1.0, NUMBER, "the server step"),
+        Hyper("local_lr", AUTO, NUMBER_OR_AUTO, 'the compensation\'s rate, >= 0; "auto": `lr/N`'),
+        Hyper("warmup_steps", 0, INTEGER, "the first steps, run as plain SSGD"),
     ),
 )
 
@@ -182,12 +230,12 @@ ASP = Declaration(
     dispatch="adaptive synchronous parallel",
     auto="`1 / N`",
     hypers=(
-        Hyper("lr", AUTO, '"auto": 1/N'),
+        Hyper("lr", AUTO, NUMBER_OR_AUTO, 'the server step, >= 0; "auto": `1/N`'),
         STALENESS,
         MAX_STALENESS,
-        Hyper("staleness_bound", 2, "SSP's bound within the synchronous group"),
-        Hyper("p_min", 0.5, "the least relative speed of the synchronous group, in (0, 1]"),
-        Hyper("period", None, "finished tasks between regroupings; default: the number of nodes"),
+        Hyper("staleness_bound", 2, INTEGER, "SSP's bound within the synchronous group"),
+        Hyper("p_min", 0.5, NUMBER, "the synchronous group's least relative speed, in (0, 1]"),
+        Hyper("period", None, INTEGER, "tasks between regroupings; default: the number of nodes"),
     ),
 )
 

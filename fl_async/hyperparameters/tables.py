@@ -21,13 +21,14 @@ def toml_value(value: bool | int | float | str) -> str:
 
 
 def run_config_table(declarations: Mapping[str, Declaration]) -> str:
-    """Every ``<preset>.<key>`` with its default and its meaning (docs/running.md)."""
+    """Every ``<preset>.<key>`` with its default, its values and its meaning (docs/running.md)."""
     rows = [
-        f"| `{name}.{hyper.key}` | `{toml_value(hyper.run_config_default)}` | {hyper.doc} |"
+        f"| `{name}.{hyper.key}` | `{toml_value(hyper.run_config_default)}` | "
+        f"{hyper.values.describe()} | {hyper.doc} |"
         for name, declaration in declarations.items()
         for hyper in declaration.hypers
     ]
-    return "\n".join(["| key | default | meaning |", "|---|---|---|", *rows])
+    return "\n".join(["| key | default | values | meaning |", "|---|---|---|---|", *rows])
 
 
 def presets_table(declarations: Mapping[str, Declaration]) -> str:
