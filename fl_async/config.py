@@ -2,12 +2,14 @@
 
 One definition for both sides: the ClientApp reads the data, partition and training keys, the
 ServerApp all of them. It imports no server code (no strategies, aggregators or scheduling), so
-a device runs the ClientApp without them; the names those packages define (strategies, speed
-models) are kept here as data, and tests hold them equal. ``flwr run`` accepts only the keys of
-pyproject.toml's ``[tool.flwr.app.config]``; ``DEFAULTS`` holds the same keys and values (a
-test keeps them equal), so the app also runs with an empty run config, as under
-``flwr.simulation.run_simulation``. TOML has no null: ``0`` switches a budget off, and
-``"default"`` leaves a strategy hyperparameter at the preset's own default (docs/running.md).
+a device runs the ClientApp without them: the names those packages define (speed models,
+models) are kept here as data, which tests hold equal, and the presets' keys come from the
+rules' declarations (``fl_async.hyperparameters``, which imports no server code either).
+``flwr run`` accepts only the keys of pyproject.toml's ``[tool.flwr.app.config]``;
+``DEFAULTS`` holds the same keys and values (a test keeps them equal), so the app also runs with
+an empty run config, as under ``flwr.simulation.run_simulation``. TOML has no null: ``0``
+switches a budget off, and ``"default"`` leaves a strategy hyperparameter at the preset's own
+default (docs/running.md).
 """
 
 from __future__ import annotations

@@ -97,7 +97,9 @@ class Hyper:
     name: str
     """The preset's keyword (snake_case); the run-config key hyphenates it."""
     default: Default
+    """The preset's default (None: the preset decides, "default" in the run config)."""
     values: Values
+    """What the run config accepts for it, besides ``"default"``."""
     doc: str
     """One line for the docs' tables: what the value means (its values are ``values``')."""
 
@@ -158,6 +160,7 @@ class Declaration:
     auto: str
     """What its ``"auto"`` values resolve to with N nodes (or what stands in for them)."""
     hypers: tuple[Hyper, ...]
+    """Its keywords, in the order of the preset's signature."""
 
     def __post_init__(self) -> None:
         if self.name != self.preset.lower():
