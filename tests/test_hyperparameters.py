@@ -11,7 +11,7 @@ import benchmark_modules  # noqa: F401 (blocks, imported as the scripts do)
 import blocks
 import pytest
 
-from fl_async import config
+from fl_async import config, strategies
 from fl_async.aggregators import fadas, gsgm, mifa, staleness, trend_smooth
 from fl_async.aggregators.robust import COMBINES
 from fl_async.app.config import parse_run_config
@@ -173,3 +173,11 @@ def test_the_declared_choices_are_the_aggregators():
         (n, "staleness") for n, d in DECLARATIONS.items() if "staleness" in d.defaults
     }
     assert set(choices.values()) == {tuple(staleness._BY_NAME)}
+
+
+def test_a_rule_declared_without_its_preset_exported_is_named(monkeypatch):
+    lr = Hyper("lr", 1.0, NUMBER, "the step")
+    fedx = Declaration("fedx", "FedX", "FedX", "asynchronous", "", (lr,))
+    monkeypatch.setattr(strategies, "DECLARATIONS", {**DECLARATIONS, "fedx": fedx})
+    with pytest.raises(ImportError, match=r"exports no class \['FedX'\] that a rule declares"):
+        strategies._presets()
