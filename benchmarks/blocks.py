@@ -1,9 +1,11 @@
-"""The generated blocks of benchmarks/RESULTS.md and benchmarks/PERFORMANCE.md, made again from
-what they are made from: one mechanism for both files.
+"""The generated blocks of benchmarks/RESULTS.md and benchmarks/PERFORMANCE.md, and the
+hyperparameter tables of docs/running.md and docs/strategies.md, made again from what they are
+made from: one mechanism for every file.
 
-Run by hand after adding a result or a records folder::
+Run by hand after adding a result, a records folder or a rule's declaration::
 
     python benchmarks/blocks.py benchmarks/PERFORMANCE.md benchmarks/RESULTS.md
+    python benchmarks/blocks.py docs/running.md docs/strategies.md
 
 rewrites every block and nothing else. A block runs from its start marker to its end marker:
 
@@ -11,11 +13,14 @@ rewrites every block and nothing else. A block runs from its start marker to its
   table of a measured result (its ``benchmark`` field picks the module of ``benchmarks/tables/``
   whose ``BENCHMARK`` it is);
 - ``<!-- generated [verdict |claims |tuned ]from FOLDER ... [split=NAME] -->`` to
-  ``<!-- end generated -->``: tables made from records folders (``claims/records_blocks.py``).
+  ``<!-- end generated -->``: tables made from records folders (``claims/records_blocks.py``);
+- ``<!-- declared TABLE -->`` to ``<!-- end declared -->``: a table of every rule's declared
+  hyperparameters (``fl_async.hyperparameters.tables.TABLES``: ``run-config``, ``presets``).
 
 Paths are relative to the repository root; a marker quoted in a fenced code block is text.
 ``--check`` writes nothing and exits 1 naming each block that differs from what it is made from
-(``tests/test_measured_tables.py`` and ``tests/test_claims_blocks.py`` run it on both files);
+(``tests/test_measured_tables.py`` and ``tests/test_claims_blocks.py`` run it on the benchmarks'
+files, ``tests/test_hyperparameter_docs.py`` on the docs');
 a bad block exits 2 naming its file and line.
 """
 
@@ -32,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from fl_async.hyperparameters import DECLARATIONS
+from fl_async.hyperparameters.tables import table
 from fl_async.validation import InvalidArgument
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +46,9 @@ ROOT = HERE.parent
 BEGIN = re.compile(r"^<!-- measured from (benchmarks/results/measured/[\w.-]+\.json) -->$")
 END = "<!-- end measured -->"
 MEASURED = "measured"
+DECLARED_BEGIN = re.compile(r"^<!-- declared ([\w-]+) -->$")
+DECLARED_END = "<!-- end declared -->"
+DECLARED = "declared"
 PACKAGE = "fl_async_benchmark_tables"
 """The name ``tables/`` is imported under (by path, so that no other ``tables`` can shadow it)."""
 
@@ -84,9 +94,10 @@ class Block:
     its start and end marker lines."""
 
     kind: str
-    """``measured``, or a kind of ``claims/records_blocks.py``."""
+    """``measured``, ``declared``, or a kind of ``claims/records_blocks.py``."""
     source: str
-    """A measured result's path, or the records folder(s), separated by spaces."""
+    """A measured result's path, a declared table's name, or the records folder(s), separated
+    by spaces."""
     split: str | None
     start: int
     end: int
@@ -96,12 +107,14 @@ class Block:
         """The block's start marker, as it is written."""
         if self.kind == MEASURED:
             return f"<!-- measured from {self.source} -->"
+        if self.kind == DECLARED:
+            return f"<!-- declared {self.source} -->"
         return RECORDS.marker(self.kind, self.source, self.split)
 
     @property
     def end_marker(self) -> str:
         """The block's end marker."""
-        return END if self.kind == MEASURED else RECORDS.END
+        return _end_of(self.kind)
 
     @property
     def name(self) -> str:
@@ -115,10 +128,13 @@ def _started(text: str) -> tuple[str, str, str | None] | None:
     measured = BEGIN.match(text)
     if measured is not None:
         return MEASURED, measured.group(1), None
+    declared = DECLARED_BEGIN.match(text)
+    if declared is not None:
+        return DECLARED, declared.group(1), None
     found = RECORDS.START.match(text)
     if found is not None:
         return RECORDS.kind_of(found), found["source"], found["split"]
-    if text.startswith(("<!-- generated ", "<!-- measured ")):
+    if text.startswith(("<!-- generated ", "<!-- measured ", "<!-- declared ")):
         raise InvalidArgument(f"malformed marker {text!r}")
     return None
 
@@ -145,7 +161,7 @@ def find_blocks(lines: Sequence[str], name: str = "<text>") -> list[Block]:
             )
         if started is not None:
             opened = (index, started)
-        elif text in (END, RECORDS.END):
+        elif text in (END, RECORDS.END, DECLARED_END):
             if opened is None or _end_of(opened[1][0]) != text:
                 raise BlockError(f"{name}:{index + 1}: {text!r} closes no block")
             blocks.append(Block(*opened[1], opened[0], index))
@@ -157,7 +173,7 @@ def find_blocks(lines: Sequence[str], name: str = "<text>") -> list[Block]:
 
 
 def _end_of(kind: str) -> str:
-    return END if kind == MEASURED else RECORDS.END
+    return {MEASURED: END, DECLARED: DECLARED_END}.get(kind, RECORDS.END)
 
 
 def block_lines(block: Block, root: Path) -> list[str]:
@@ -165,6 +181,8 @@ def block_lines(block: Block, root: Path) -> list[str]:
     markers included."""
     if block.kind == MEASURED:
         content = _measured(block.source, root).split("\n")
+    elif block.kind == DECLARED:
+        content = table(block.source, DECLARATIONS).split("\n")
     else:
         content = RECORDS.content(block.kind, block.source, block.split, root)
     return [block.marker, "", *content, "", block.end_marker]

@@ -2,12 +2,14 @@
 
 One definition for both sides: the ClientApp reads the data, partition and training keys, the
 ServerApp all of them. It imports no server code (no strategies, aggregators or scheduling), so
-a device runs the ClientApp without them; the names those packages define (strategies, speed
-models) are kept here as data, and tests hold them equal. ``flwr run`` accepts only the keys of
-pyproject.toml's ``[tool.flwr.app.config]``; ``DEFAULTS`` holds the same keys and values (a
-test keeps them equal), so the app also runs with an empty run config, as under
-``flwr.simulation.run_simulation``. TOML has no null: ``0`` switches a budget off, and
-``"default"`` leaves a strategy hyperparameter at the preset's own default (docs/running.md).
+a device runs the ClientApp without them: the names those packages define (speed models,
+models) are kept here as data, which tests hold equal, and the presets' keys come from the
+rules' declarations (``fl_async.hyperparameters``, which imports no server code either).
+``flwr run`` accepts only the keys of pyproject.toml's ``[tool.flwr.app.config]``;
+``DEFAULTS`` holds the same keys and values (a test keeps them equal), so the app also runs with
+an empty run config, as under ``flwr.simulation.run_simulation``. TOML has no null: ``0``
+switches a budget off, and ``"default"`` leaves a strategy hyperparameter at the preset's own
+default (docs/running.md).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from fl_async.hyperparameters import DECLARATIONS
 from fl_async.partitioning import SCHEMES
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number, check_seed
 
@@ -27,8 +30,6 @@ Value = bool | int | float | str
 Check = Callable[[str, Any], Value]
 """Checks a value for the key named by its first argument; returns it typed."""
 
-PRESET_DEFAULT = "default"
-"""A strategy hyperparameter set to this keeps the preset's default (None in Python)."""
 CLOCKS: tuple[str, ...] = ("virtual", "real")
 CORRELATIONS: tuple[str, ...] = ("none", "few-classes-fast", "many-classes-fast")
 SPEEDS: tuple[str, ...] = ("lognormal", "uniform", "pareto", "trace")
@@ -104,105 +105,11 @@ def _guard_factor(name: str, value: Any) -> float:
     return float(value)
 
 
-def _preset_value(default: Value) -> Check:
-    """A preset hyperparameter: "auto", "default", a name or a number, which the preset itself
-    checks when the server builds it; only an int where the default is a float is cast (TOML
-    writes 1 for 1.0)."""
-
-    def check(name: str, value: Any) -> Value:
-        if not isinstance(value, (bool, int, float, str)):
-            raise InvalidArgument(f"{name} must be a number, true/false or a string, got {value!r}")
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        return value
-
-    return check
-
-
-_STALENESS = {"staleness": PRESET_DEFAULT, "max-staleness": PRESET_DEFAULT}
 PRESET_TABLES: dict[str, dict[str, Value]] = {
-    "gsgm": {
-        "lr": "auto",
-        "momentum": 0.9,
-        "average-weight": 0.5,
-        **_STALENESS,
-        "slack": 0,
-        "server-optimizer": "momentum",
-        "momentum-rule": "update",
-        "beta1": 0.9,
-        "beta2": 0.999,
-        "eps": 1e-08,
-        "schedule": "block",
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "asgd": {"lr": "auto", **_STALENESS, "slack": PRESET_DEFAULT},
-    "trendsmooth": {
-        "lr": PRESET_DEFAULT,
-        "base": "sgd",
-        "beta": 0.9,
-        "beta1": 0.9,
-        "beta2": 0.999,
-        "eps": 1e-08,
-        "trend-decay": 0.9,
-        "shrink": 0.5,
-        **_STALENESS,
-    },
-    "fedasync": {"alpha": 0.6, **_STALENESS, "proximal-mu": 0.0},
-    "fedbuff": {
-        "buffer-size": "auto",
-        "lr": 2.0,
-        "server-momentum": 0.0,
-        **_STALENESS,
-        "combine": "mean",
-        "trim": 0.2,
-    },
-    "dcasgd": {
-        "lr": 0.2,
-        "lam": 0.04,
-        "adaptive": False,
-        "lam0": 2.0,
-        "ms-decay": 0.95,
-        **_STALENESS,
-    },
-    "ssgd": {"lr": 1.0, "combine": "mean", "trim": 0.2},
-    "odsgd": {"lr": 1.0, "local-lr": "auto", "warmup-steps": 0},
-    "asp": {
-        "lr": "auto",
-        **_STALENESS,
-        "staleness-bound": 2,
-        "p-min": 0.5,
-        "period": PRESET_DEFAULT,
-    },
-    "mifa": {
-        "lr": "auto",
-        "warmup": False,
-        "lr-schedule": "constant",
-        "max-staleness": PRESET_DEFAULT,
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "ca2fl": {
-        "buffer-size": "auto",
-        "lr": 1.0,
-        "max-staleness": PRESET_DEFAULT,
-        "cache-memory": PRESET_DEFAULT,
-        "cache-dir": PRESET_DEFAULT,
-    },
-    "fadas": {
-        "buffer-size": "auto",
-        "lr": 0.001,
-        "beta1": 0.9,
-        "beta2": 0.99,
-        "eps": 1e-08,
-        "tau-c": 1,
-        "delay-rule": "inverse",
-        "bias-correction": False,
-        "max-staleness": PRESET_DEFAULT,
-    },
+    name: declaration.table for name, declaration in DECLARATIONS.items()
 }
-"""Each preset's hyperparameters (hyphenated) with its defaults: the keyword-only arguments of
-``fl_async.strategies.PRESETS[name]`` ("default" for None), which a test holds equal."""
+"""Each preset's hyperparameters (hyphenated) with its defaults ("default" for None), derived
+from its declaration (``fl_async.hyperparameters``), as the presets' keyword defaults are."""
 
 STRATEGIES: tuple[str, ...] = tuple(PRESET_TABLES)
 """The presets' names (``fl_async.strategies.PRESETS``)."""
@@ -290,12 +197,13 @@ SCHEMA: dict[str, Key] = {
     **SERVER_KEYS,
     **NODE_KEYS,
     **{
-        f"{preset}.{name}": Key(default, _preset_value(default))
-        for preset, table in PRESET_TABLES.items()
-        for name, default in table.items()
+        f"{preset}.{hyper.key}": Key(hyper.run_config_default, hyper.check)
+        for preset, declaration in DECLARATIONS.items()
+        for hyper in declaration.hypers
     },
 }
-"""Every key of the run config."""
+"""Every key of the run config; a preset's keys are checked as their declarations say (their
+ranges by the preset, when the server builds it)."""
 
 DEFAULTS: dict[str, Value] = {key: spec.default for key, spec in SCHEMA.items()}
 """Every key with its default: pyproject.toml's ``[tool.flwr.app.config]`` holds the same."""

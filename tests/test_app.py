@@ -19,8 +19,9 @@ from fl_async.app.client_app import app as client_app
 from fl_async.app.config import STUDY_DIR, parse_run_config
 from fl_async.clients import client_app as handlers
 from fl_async.clients.node_data import cached_dataset, load_node_data, new_model
-from fl_async.config import DEFAULTS, PRESET_DEFAULT, TrainSpec
+from fl_async.config import DEFAULTS, TrainSpec
 from fl_async.data_spec import DataSpec
+from fl_async.hyperparameters import PRESET_DEFAULT
 from fl_async.models import MODEL_NAMES
 from fl_async.partitioning import SCHEMES, scheme_parameters
 from fl_async.protocol import IDENTIFY, to_record
@@ -126,7 +127,7 @@ def test_hyperparameters_reach_the_preset():
         ({"local-steps": 0, "local-epochs": 0}, "local-epochs >= 1"),
         ({"num_rounds": 3}, "unknown run config key 'num_rounds': did you mean 'num-rounds'?"),
         ({"gsgm.speed": 3}, "'gsgm.speed': allowed: gsgm.lr, gsgm.momentum"),
-        ({"gsgm.momentum": [1]}, "'gsgm.momentum' must be a number, true/false or a string"),
+        ({"gsgm.momentum": [1]}, "'gsgm.momentum' must be a number or 'default', got [1]"),
     ],
 )
 def test_bad_values_say_what_is_allowed(overrides, message):

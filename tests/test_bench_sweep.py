@@ -80,6 +80,8 @@ def test_a_grid_file_gives_each_strategy_its_points_named_after_their_values(
         ("[grid.asgd]\nnope = [1]\n", "[grid.asgd]: unknown hyperparameter 'nope'; allowed: lr"),
         ("[grid.asgd]\nlr = []\n", "lr must be a non-empty list"),
         ("[grid.asgd]\nlr = [0.1, 0.1]\n", "lists a value twice"),
+        ("[grid.asgd]\nlr = ['fast']\n",
+         "[grid.asgd]: run config 'asgd.lr' must be a number, 'auto' or 'default', got 'fast'"),
         ("[grid]\n", "no [grid.<strategy>] table"),
         ("rule = 1\n[grid.asgd]\nlr = [0.1]\n", "unknown keys rule"),
         ("tie-margin = -1\n[grid.asgd]\nlr = [0.1]\n", "tie-margin must be a number"),

@@ -9,7 +9,6 @@ from typing import Any
 
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, check_flower_fedavg
 from fl_async.config import (
-    PRESET_DEFAULT,
     PRESET_TABLES,
     TRAIN_KEYS,
     TrainSpec,
@@ -17,6 +16,7 @@ from fl_async.config import (
     check_run_config,
 )
 from fl_async.data_spec import DataSpec
+from fl_async.hyperparameters import PRESET_DEFAULT
 from fl_async.validation import InvalidArgument
 
 STUDY_DIR = "study-dir"

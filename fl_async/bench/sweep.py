@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fl_async.bench.scenarios import STRATEGIES, Variant, check_variant_name
-from fl_async.config import PRESET_TABLES
+from fl_async.config import PRESET_TABLES, check_value
 from fl_async.validation import InvalidArgument
 
 FILE_KEYS = ("description", "tie-margin", "grid")
@@ -104,10 +104,22 @@ def _strategy_grid(path: Path, strategy: str, keys: object) -> dict[str, tuple[V
             raise GridError(f"{where}: {key} must be a non-empty list of values")
         if not all(isinstance(v, bool | int | float | str) for v in values):
             raise GridError(f"{where}: {key} values must be numbers, true/false or strings")
+        if known is not None:
+            _check_values(where, f"{strategy.lower()}.{key}", values)
         if len(set(map(repr, values))) < len(values):
             raise GridError(f"{where}: {key} lists a value twice: {values}")
         found[str(key)] = tuple(values)
     return found
+
+
+def _check_values(where: str, key: str, values: list) -> None:
+    """Each value as the run config will check it (its declaration says how), before any run:
+    the values themselves are kept, as they name the points."""
+    for value in values:
+        try:
+            check_value(key, value)
+        except InvalidArgument as error:
+            raise GridError(f"{where}: {error}") from None
 
 
 def _size(keys: dict[str, tuple[Value, ...]]) -> int:

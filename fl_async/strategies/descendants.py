@@ -14,9 +14,15 @@ import os
 from typing import Any
 
 from fl_async import aggregators as rules
+from fl_async.hyperparameters import DECLARATIONS
 from fl_async.scheduling import Asynchronous
 from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.presets import AUTO, auto_value
+
+# Each preset's keyword defaults are its declaration's, stated there once.
+_MIFA = DECLARATIONS["mifa"].defaults
+_CA2FL = DECLARATIONS["ca2fl"].defaults
+_FADAS = DECLARATIONS["fadas"].defaults
 
 
 class MIFA(AsyncStrategy):
@@ -30,12 +36,12 @@ class MIFA(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str = AUTO,
-        warmup: bool = False,
-        lr_schedule: str = "constant",
-        max_staleness: int | None = None,
-        cache_memory: float | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
+        lr: float | str = _MIFA["lr"],
+        warmup: bool = _MIFA["warmup"],
+        lr_schedule: str = _MIFA["lr_schedule"],
+        max_staleness: int | None = _MIFA["max_staleness"],
+        cache_memory: float | None = _MIFA["cache_memory"],
+        cache_dir: str | os.PathLike[str] | None = _MIFA["cache_dir"],
         **kwargs: Any,
     ) -> None:
         agg = rules.MIFA(
@@ -59,11 +65,11 @@ class CA2FL(AsyncStrategy):
     def __init__(
         self,
         *,
-        buffer_size: int | str = AUTO,
-        lr: float = 1.0,
-        max_staleness: int | None = None,
-        cache_memory: float | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
+        buffer_size: int | str = _CA2FL["buffer_size"],
+        lr: float = _CA2FL["lr"],
+        max_staleness: int | None = _CA2FL["max_staleness"],
+        cache_memory: float | None = _CA2FL["cache_memory"],
+        cache_dir: str | os.PathLike[str] | None = _CA2FL["cache_dir"],
         **kwargs: Any,
     ) -> None:
         agg = rules.CA2FL(
@@ -87,15 +93,15 @@ class FADAS(AsyncStrategy):
     def __init__(
         self,
         *,
-        buffer_size: int | str = AUTO,
-        lr: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.99,
-        eps: float = 1e-8,
-        tau_c: int = 1,
-        delay_rule: str = "inverse",
-        bias_correction: bool = False,
-        max_staleness: int | None = None,
+        buffer_size: int | str = _FADAS["buffer_size"],
+        lr: float = _FADAS["lr"],
+        beta1: float = _FADAS["beta1"],
+        beta2: float = _FADAS["beta2"],
+        eps: float = _FADAS["eps"],
+        tau_c: int = _FADAS["tau_c"],
+        delay_rule: str = _FADAS["delay_rule"],
+        bias_correction: bool = _FADAS["bias_correction"],
+        max_staleness: int | None = _FADAS["max_staleness"],
         **kwargs: Any,
     ) -> None:
         agg = rules.FADAS(

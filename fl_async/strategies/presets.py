@@ -17,15 +17,22 @@ from typing import Any
 
 from fl_async import aggregators as rules
 from fl_async.aggregators import StalenessFn
+from fl_async.hyperparameters import AUTO, DECLARATIONS, TUNED_LR
 from fl_async.scheduling import ASP as ASPPolicy
 from fl_async.scheduling import Asynchronous, Barrier, OneStepDelay, WhiteList
 from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.compensation import DelayCompensation
 
-AUTO = "auto"
-TUNED_LR = 0.2
-"""DCASGD's and TrendSmooth(sgd)'s default ``lr``: the point the claims study's sweep chose (10
-MNIST nodes, Dirichlet(0.1)), which beat ``"auto"`` on its evaluation seeds."""
+# Each preset's keyword defaults are its declaration's, stated there once.
+_GSGM = DECLARATIONS["gsgm"].defaults
+_ASGD = DECLARATIONS["asgd"].defaults
+_TRENDSMOOTH = DECLARATIONS["trendsmooth"].defaults
+_FEDASYNC = DECLARATIONS["fedasync"].defaults
+_FEDBUFF = DECLARATIONS["fedbuff"].defaults
+_DCASGD = DECLARATIONS["dcasgd"].defaults
+_SSGD = DECLARATIONS["ssgd"].defaults
+_ODSGD = DECLARATIONS["odsgd"].defaults
+_ASP = DECLARATIONS["asp"].defaults
 
 
 def auto_value(
@@ -48,10 +55,10 @@ class ASGD(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str = AUTO,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
-        slack: int | None = None,
+        lr: float | str = _ASGD["lr"],
+        staleness: StalenessFn | str | None = _ASGD["staleness"],
+        max_staleness: int | None = _ASGD["max_staleness"],
+        slack: int | None = _ASGD["slack"],
         **kwargs: Any,
     ) -> None:
         agg = rules.ASGD(lr=auto_value(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
@@ -68,13 +75,13 @@ class DCASGD(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str = TUNED_LR,
-        lam: float = 0.04,
-        adaptive: bool = False,
-        lam0: float = 2.0,
-        ms_decay: float = 0.95,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
+        lr: float | str = _DCASGD["lr"],
+        lam: float = _DCASGD["lam"],
+        adaptive: bool = _DCASGD["adaptive"],
+        lam0: float = _DCASGD["lam0"],
+        ms_decay: float = _DCASGD["ms_decay"],
+        staleness: StalenessFn | str | None = _DCASGD["staleness"],
+        max_staleness: int | None = _DCASGD["max_staleness"],
         **kwargs: Any,
     ) -> None:
         agg = rules.DCASGD(
@@ -97,10 +104,10 @@ class FedAsync(AsyncStrategy):
     def __init__(
         self,
         *,
-        alpha: float = 0.6,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
-        proximal_mu: float = 0.0,
+        alpha: float = _FEDASYNC["alpha"],
+        staleness: StalenessFn | str | None = _FEDASYNC["staleness"],
+        max_staleness: int | None = _FEDASYNC["max_staleness"],
+        proximal_mu: float = _FEDASYNC["proximal_mu"],
         **kwargs: Any,
     ) -> None:
         agg = rules.FedAsync(alpha=alpha, staleness=staleness, max_staleness=max_staleness)
@@ -119,13 +126,13 @@ class FedBuff(AsyncStrategy):
     def __init__(
         self,
         *,
-        buffer_size: int | str = AUTO,
-        lr: float = 2.0,
-        server_momentum: float = 0.0,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
-        combine: str = "mean",
-        trim: float = 0.2,
+        buffer_size: int | str = _FEDBUFF["buffer_size"],
+        lr: float = _FEDBUFF["lr"],
+        server_momentum: float = _FEDBUFF["server_momentum"],
+        staleness: StalenessFn | str | None = _FEDBUFF["staleness"],
+        max_staleness: int | None = _FEDBUFF["max_staleness"],
+        combine: str = _FEDBUFF["combine"],
+        trim: float = _FEDBUFF["trim"],
         **kwargs: Any,
     ) -> None:
         if isinstance(buffer_size, str) and buffer_size != AUTO:
@@ -167,20 +174,20 @@ class GSGM(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str = AUTO,
-        momentum: float = 0.9,
-        average_weight: float = 0.5,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
-        slack: int = 0,
-        server_optimizer: str = "momentum",
-        momentum_rule: str = "update",
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-8,
-        schedule: str = "block",
-        cache_memory: float | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
+        lr: float | str = _GSGM["lr"],
+        momentum: float = _GSGM["momentum"],
+        average_weight: float = _GSGM["average_weight"],
+        staleness: StalenessFn | str | None = _GSGM["staleness"],
+        max_staleness: int | None = _GSGM["max_staleness"],
+        slack: int = _GSGM["slack"],
+        server_optimizer: str = _GSGM["server_optimizer"],
+        momentum_rule: str = _GSGM["momentum_rule"],
+        beta1: float = _GSGM["beta1"],
+        beta2: float = _GSGM["beta2"],
+        eps: float = _GSGM["eps"],
+        schedule: str = _GSGM["schedule"],
+        cache_memory: float | None = _GSGM["cache_memory"],
+        cache_dir: str | os.PathLike[str] | None = _GSGM["cache_dir"],
         **kwargs: Any,
     ) -> None:
         agg = rules.GSGM(
@@ -220,16 +227,16 @@ class TrendSmooth(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str | None = None,
-        base: str = "sgd",
-        beta: float = 0.9,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-8,
-        trend_decay: float = 0.9,
-        shrink: float = 0.5,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
+        lr: float | str | None = _TRENDSMOOTH["lr"],
+        base: str = _TRENDSMOOTH["base"],
+        beta: float = _TRENDSMOOTH["beta"],
+        beta1: float = _TRENDSMOOTH["beta1"],
+        beta2: float = _TRENDSMOOTH["beta2"],
+        eps: float = _TRENDSMOOTH["eps"],
+        trend_decay: float = _TRENDSMOOTH["trend_decay"],
+        shrink: float = _TRENDSMOOTH["shrink"],
+        staleness: StalenessFn | str | None = _TRENDSMOOTH["staleness"],
+        max_staleness: int | None = _TRENDSMOOTH["max_staleness"],
         **kwargs: Any,
     ) -> None:
         if lr is None:  # only the sgd base was tuned; the others keep their "auto" rules
@@ -266,7 +273,12 @@ class SSGD(AsyncStrategy):
     """
 
     def __init__(
-        self, *, lr: float = 1.0, combine: str = "mean", trim: float = 0.2, **kwargs: Any
+        self,
+        *,
+        lr: float = _SSGD["lr"],
+        combine: str = _SSGD["combine"],
+        trim: float = _SSGD["trim"],
+        **kwargs: Any,
     ) -> None:
         agg = rules.SSGD(lr=lr, combine=combine, trim=trim)
         super().__init__(aggregator=agg, policy=Barrier(), **kwargs)
@@ -281,12 +293,12 @@ class ASP(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float | str = AUTO,
-        staleness: StalenessFn | str | None = None,
-        max_staleness: int | None = None,
-        staleness_bound: int = 2,
-        p_min: float = 0.5,
-        period: int | None = None,
+        lr: float | str = _ASP["lr"],
+        staleness: StalenessFn | str | None = _ASP["staleness"],
+        max_staleness: int | None = _ASP["max_staleness"],
+        staleness_bound: int = _ASP["staleness_bound"],
+        p_min: float = _ASP["p_min"],
+        period: int | None = _ASP["period"],
         **kwargs: Any,
     ) -> None:
         agg = rules.ASGD(lr=auto_value(lr, 1.0), staleness=staleness, max_staleness=max_staleness)
@@ -310,9 +322,9 @@ class ODSGD(AsyncStrategy):
     def __init__(
         self,
         *,
-        lr: float = 1.0,
-        local_lr: float | str = AUTO,
-        warmup_steps: int = 0,
+        lr: float = _ODSGD["lr"],
+        local_lr: float | str = _ODSGD["local_lr"],
+        warmup_steps: int = _ODSGD["warmup_steps"],
         **kwargs: Any,
     ) -> None:
         start = auto_value(local_lr, 0.0, name="local_lr")
