@@ -126,6 +126,26 @@ def check_rogue_turned_away(
     assert {int(n["node-id"]) for n in deployment.online_nodes()} <= registered
 
 
+def kill_a_node_mid_run(
+    deployment: FlowerDeployment, run: FlowerProcess, progress_path: Path, watch_path: Path
+) -> tuple[FlowerProcess, float]:
+    """SIGKILL the last SuperNode once the run reached ``KILL_AFTER_STEP``, and tell the run
+    (its ``watch-path``) when and whom; that SuperNode and when (``time.time``)."""
+    wait_until(
+        lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
+        timeout=STEP_WAIT,
+        what=f"server step {KILL_AFTER_STEP}",
+        alive=run,
+        context=lambda: f"progress {read_json(progress_path)}\n{deployment.logs()}",
+    )
+    victim = deployment.supernodes[NUM_NODES - 1]  # partition-id = the strategy's stable id
+    killed_at = time.time()
+    deployment.kill_supernode(NUM_NODES - 1)
+    assert not victim.running() and victim.leftovers() == []
+    write_json(watch_path, {"after": killed_at, "names": victim_names(victim.log())})
+    return victim, killed_at
+
+
 @pytest.mark.slow(seconds=90)
 @pytest.mark.skipif(
     not (shutil.which("openssl") and shutil.which("ssh-keygen")),
@@ -154,19 +174,7 @@ def test_tls_auth_and_a_run_that_survives_a_killed_supernode(tmp_path: Path) -> 
             "updates-after-fault": UPDATES_AFTER_FAULT,
         }
         run = deployment.start_run(APP, run_config)
-        wait_until(
-            lambda: (read_json(progress_path) or {}).get("server-step", 0) >= KILL_AFTER_STEP,
-            timeout=STEP_WAIT,
-            what=f"server step {KILL_AFTER_STEP}",
-            alive=run,
-            context=lambda: f"progress {read_json(progress_path)}\n{deployment.logs()}",
-        )
-        victim = deployment.supernodes[NUM_NODES - 1]  # partition-id = the strategy's stable id
-        killed_at = time.time()
-        deployment.kill_supernode(NUM_NODES - 1)
-        assert not victim.running() and victim.leftovers() == []
-        write_json(watch_path, {"after": killed_at, "names": victim_names(victim.log())})
-
+        victim, killed_at = kill_a_node_mid_run(deployment, run, progress_path, watch_path)
         status = deployment.wait_run(run, timeout=240)
         result = read_json(result_path)
         context = f"\nresult: {json.dumps(result, indent=1)}\n{deployment.logs()}"

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flower_deployment import FlowerDeployment
-from flower_processes import read_json, wait_until
+from flower_processes import FlowerProcess, read_json, wait_until
 
 from fl_async.strategies.checkpoint import Checkpointer
 
@@ -116,6 +116,36 @@ def checkpointed_past(checkpointer: Checkpointer, step: int) -> bool:
     return saved is not None and saved.num_updates > step
 
 
+def start_until_checkpoint(
+    deployment: FlowerDeployment,
+    run_config: dict[str, Any],
+    tmp_path: Path,
+    superexec: str,
+    past: int,
+) -> FlowerProcess:
+    """Start the run (its files named for ``superexec``) and wait until it has written a
+    checkpoint past server step ``past`` (a resumed run: after it said so)."""
+    checkpointer = Checkpointer(Path(run_config["checkpoint-dir"]), None)
+    run = deployment.start_run(
+        APP,
+        {
+            **run_config,
+            "result-path": str(tmp_path / f"crashed-{superexec}.json"),
+            "progress-path": str(tmp_path / f"crashed-{superexec}-progress.json"),
+        },
+    )
+    wait_until(
+        lambda: checkpointed_past(checkpointer, past),
+        timeout=90,
+        what=f"a checkpoint past step {past} at {checkpointer.path}",
+        alive=run,
+        context=deployment.logs,
+        interval=0.2,
+    )
+    assert past == 0 or "Resumed from" in run.log(), run.log()
+    return run
+
+
 def crash_superlink(
     deployment: FlowerDeployment,
     run_config: dict[str, Any],
@@ -129,23 +159,7 @@ def crash_superlink(
     the SuperLink's children (for the clean-up)."""
     checkpointer = Checkpointer(Path(run_config["checkpoint-dir"]), None)
     past = 0 if after is None else after.saved.num_updates
-    crashed = deployment.start_run(
-        APP,
-        {
-            **run_config,
-            "result-path": str(tmp_path / f"crashed-{superexec}.json"),
-            "progress-path": str(tmp_path / f"crashed-{superexec}-progress.json"),
-        },
-    )
-    wait_until(
-        lambda: checkpointed_past(checkpointer, past),
-        timeout=90,
-        what=f"a checkpoint past step {past} at {checkpointer.path}",
-        alive=crashed,
-        context=deployment.logs,
-        interval=0.2,
-    )
-    assert after is None or "Resumed from" in crashed.log(), crashed.log()
+    crashed = start_until_checkpoint(deployment, run_config, tmp_path, superexec, past)
 
     # The crash: the SuperLink alone gets SIGKILL. Its SuperExec watches its PID and exits;
     # the ServerApp watches the SuperExec's and is told to stop, maybe not soon (the module's
