@@ -200,6 +200,14 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
         "bias-correction": False,
         "max-staleness": PRESET_DEFAULT,
     },
+    "fedcompass": {
+        "alpha": 0.9,
+        **_STALENESS,
+        "min-local-steps": 20,
+        "max-local-steps": 100,
+        "speed-momentum": 0.9,
+        "latest-time-factor": 1.5,
+    },
 }
 """Each preset's hyperparameters (hyphenated) with its defaults: the keyword-only arguments of
 ``fl_async.strategies.PRESETS[name]`` ("default" for None), which a test holds equal."""

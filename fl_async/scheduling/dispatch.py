@@ -186,6 +186,15 @@ class DispatchPolicy:
         self._set_clock(node, self._clock[node] + 1)
         self._on_finished(node, duration)
 
+    def task_settings(self, node: int, now: float) -> dict[str, Any]:
+        """Settings of ``node``'s next task, dispatched at time ``now``, that the policy sets
+        itself (FedCompass: ``local-steps``); sent with the task over the run's own."""
+        return {}
+
+    def settings_in_flight(self, node: int) -> dict[str, Any]:
+        """``task_settings`` of ``node``'s task in flight, for sending it again on a resume."""
+        return {}
+
     def has_joined(self, node: int) -> bool:
         """Whether ``node`` has joined (the policy keeps its clock, active or not)."""
         return _check_node(node) in self._clock

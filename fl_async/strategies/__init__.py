@@ -9,6 +9,7 @@ from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.checkpoint import CheckpointError, RunSuperseded
 from fl_async.strategies.compensation import DelayCompensation, TaskBases
 from fl_async.strategies.descendants import CA2FL, FADAS, MIFA
+from fl_async.strategies.fedcompass import FedCompass
 from fl_async.strategies.presets import (
     ASGD,
     ASP,
@@ -37,6 +38,7 @@ PRESETS: dict[str, type[AsyncStrategy]] = {
         MIFA,
         CA2FL,
         FADAS,
+        FedCompass,
     )
 }
 """Every preset by lower-case name (``"gsgm"``, ``"fedbuff"``, ...)."""
@@ -62,6 +64,7 @@ __all__ = [
     "TaskBases",
     "FedAsync",
     "FedBuff",
+    "FedCompass",
     "TrendSmooth",
     "UpdateGuard",
 ]
