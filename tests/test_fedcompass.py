@@ -2,6 +2,8 @@
 event loop (numpy nodes on the in-memory grid), resuming, the app's main run and a sweep
 (docs/algorithms.md, FedCompass)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from bench_fakes import FakeLaunch, parse
@@ -16,6 +18,7 @@ from fl_async.aggregators.fedcompass import SUPERSEDED
 from fl_async.aggregators.reference import fedcompass as reference
 from fl_async.bench.options import build_spec
 from fl_async.bench.schedule import run_suite
+from fl_async.bench.sweep import load_grid, point_name
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import FedCompass
 from fl_async.strategies.checkpoint import Checkpointer
@@ -181,3 +184,9 @@ def test_a_sweep_of_fedcompass_runs_each_point(tmp_path):
     assert len(outcome.ran) == 3 and not outcome.failed
     ours = [c for c in launch.configs if c["strategy"] == "fedcompass"]
     assert sorted(c.get("fedcompass.alpha", 0.9) for c in ours) == [0.45, 0.9]
+
+
+def test_the_committed_fedcompass_grid_holds_its_default():
+    grid = load_grid(Path(__file__).resolve().parents[1] / "benchmarks/sweeps/fedcompass.toml")
+    assert list(grid.grid) == ["fedcompass"] and grid.size() == 4
+    assert "fedcompass" in [point_name("fedcompass", p) for p in grid.points("fedcompass")]
