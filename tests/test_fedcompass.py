@@ -125,6 +125,9 @@ def test_the_preset_sends_each_task_its_steps_and_steps_by_group():
     assert {q for _, q in log[:NODES]} == {12}  # the first tasks: Q_max
     assert len({q for _, q in log}) > 1  # later ones follow the measured speeds
     assert result.num_updates == NODES * 6 and 0 < result.server_steps < result.num_updates
+    # a task lasts its own local-steps x batch-size examples: each speed is 32 t_sample exactly
+    for k, speed in strategy.policy.speeds.items():
+        assert speed == pytest.approx(32 * strategy.clock.profile(k).t_sample, rel=1e-12)
     # the guard may clip an update of many steps; nothing else goes wrong
     assert set(result.faults) <= {"clipped"} and result.rejected == {}
     assert all(np.isfinite(a).all() for a in result.arrays.to_numpy_ndarrays())
