@@ -7,7 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bench_fakes import FakeLaunch, parse
-from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
+from fakegrid import (
+    Crash,
+    FakeGrid,
+    QuadraticNode,
+    crash_at,
+    initial_arrays,
+    quadratic_fleet,
+    task_identity,
+)
 from flwr.app import ConfigRecord
 from memory_app import run_in_memory
 from strategy_loop import history
@@ -193,3 +201,25 @@ def test_the_committed_fedcompass_grid_holds_its_default():
     grid = load_grid(Path(__file__).resolve().parents[1] / "benchmarks/sweeps/fedcompass.toml")
     assert list(grid.grid) == ["fedcompass"] and grid.size() == 4
     assert "fedcompass" in [point_name("fedcompass", p) for p in grid.points("fedcompass")]
+
+
+class FailsAfterOne(QuadraticNode):
+    """Trains once, then fails every task: it leaves the groups it was in."""
+
+    def __call__(self, message):
+        if message.metadata.message_type == "train" and self.trained >= 1:
+            self.mode = "fail"
+        return super().__call__(message)
+
+
+@pytest.mark.parametrize("clock", [VirtualClock(seed=5, jitter=0.5), None])
+def test_failing_nodes_and_measured_time_do_not_stall_the_groups(clock):
+    nodes = quadratic_fleet(NODES, seed=8)
+    flaky_id = next(iter(nodes))
+    flaky = nodes[flaky_id]
+    nodes[flaky_id] = FailsAfterOne(flaky.partition_id, flaky.target)
+    strategy = FedCompass(clock=clock, min_nodes=NODES, min_local_steps=2, max_local_steps=6)
+    result = _start(strategy, nodes)
+    assert result.stopped_by == "budget" and result.num_updates == NODES * 6
+    assert nodes[flaky_id].trained == 1 and result.faults.get("error", 0) >= 1
+    assert 0 < result.server_steps <= result.num_updates
