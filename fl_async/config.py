@@ -203,8 +203,8 @@ PRESET_TABLES: dict[str, dict[str, Value]] = {
     "fedcompass": {
         "alpha": 0.9,
         **_STALENESS,
-        "min-local-steps": 20,
-        "max-local-steps": 100,
+        "min-local-steps": "auto",
+        "max-local-steps": "auto",
         "speed-momentum": 0.9,
         "latest-time-factor": 1.5,
     },

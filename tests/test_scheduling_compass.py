@@ -156,7 +156,7 @@ def test_the_state_round_trips_and_the_copy_decides_alike():
     compass, _, _ = simulate({0: 1.0, 1: 1.4, 2: 2.5}, until=900.0)
     copy = policy()
     copy.load_state_dict(compass.state_dict())
-    assert copy.state_dict() == compass.state_dict()
+    assert copy.state_dict() == compass.state_dict() and copy.bounds == compass.bounds
     for k in sorted({0, 1, 2} - compass._waiting):
         assert copy.task_settings(k, 950.0) == compass.task_settings(k, 950.0)
     assert copy.groups == compass.groups
@@ -168,7 +168,8 @@ def test_the_state_round_trips_and_the_copy_decides_alike():
     ("kwargs", "message"),
     [
         ({"min_local_steps": 0}, "min_local_steps must be"),
-        ({"min_local_steps": 50, "max_local_steps": 40}, "max_local_steps must be >= "),
+        ({"min_local_steps": 50, "max_local_steps": 40}, r"max_local_steps \(40, from 40\)"),
+        ({"max_local_steps": "many"}, "max_local_steps must be an integer >= 1 or 'auto'"),
         ({"speed_momentum": 0.0}, "speed_momentum must be"),
         ({"speed_momentum": 1.5}, "speed_momentum must be"),
         ({"latest_time_factor": 0.5}, "latest_time_factor must be"),
@@ -187,3 +188,26 @@ def test_a_task_measured_at_no_time_keeps_a_positive_speed():
     compass.take_step()
     assert compass.speeds[0] > 0 and math.isfinite(compass.speeds[0])
     assert compass.task_settings(0, 0.0) == {"local-steps": Q_MAX}
+
+
+@pytest.mark.parametrize(
+    ("run_settings", "bounds"),
+    [
+        ({"local-steps": 5}, (1, 5)),
+        ({"local-steps": 40}, (8, 40)),
+        ({"local-epochs": 2}, (20, 100)),
+    ],
+)
+def test_auto_bounds_follow_the_runs_local_steps(run_settings, bounds):
+    compass = Compass()
+    compass.join(0)
+    assert compass.task_settings(0, 0.0, run_settings) == {"local-steps": bounds[1]}
+    assert compass.bounds == bounds
+    assert compass.hyperparameters()["max_local_steps"] == "auto"
+
+
+def test_a_given_bound_beyond_the_auto_one_is_refused_naming_both():
+    compass = Compass(min_local_steps=10)
+    compass.join(0)
+    with pytest.raises(InvalidArgument, match=r"max_local_steps \(5, from 'auto'\)"):
+        compass.task_settings(0, 0.0, {"local-steps": 5})

@@ -18,7 +18,7 @@ settings (``local-steps``) go out with each task (``task_settings``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,6 +28,19 @@ from fl_async.validation import InvalidArgument, check_int, check_number
 MIN_SPEED = 1e-12
 """The least seconds per step a node is credited with: a task measured at 0 s (no clock cost)
 must not divide by zero."""
+AUTO = "auto"
+AUTHORS_MAX_STEPS = 100
+"""``Q_max`` for ``"auto"`` when the run trains by epochs: the authors' examples' value."""
+Q_RATIO = 0.2
+"""``"auto"``'s ``Q_min = max(floor(Q_RATIO Q_max), 1)`` (the authors' earlier code; 20 of 100)."""
+
+
+def _steps_bound(name: str, value: int | str) -> int | str:
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, str):
+        raise InvalidArgument(f"{name} must be an integer >= 1 or 'auto', got {value!r}")
+    return check_int(name, value, minimum=1)
 
 
 @dataclass
@@ -45,8 +58,10 @@ class Group:
 class Compass(DispatchPolicy):
     """FedCompass's scheduler: per-task local steps from measured speeds, and arrival groups.
 
-    ``min_local_steps`` / ``max_local_steps`` bound ``Q_k`` (the authors' examples: 20 and
-    100); ``speed_momentum`` ``m`` weighs a new speed sample (``s <- (1 - m) s + m x``);
+    ``min_local_steps`` / ``max_local_steps`` bound ``Q_k``. ``"auto"``: ``Q_max`` is the run's
+    ``local-steps`` (the steps every other preset's task trains), or 100 (the authors'
+    examples) when the run trains by epochs; ``Q_min = max(floor(0.2 Q_max), 1)``.
+    ``speed_momentum`` ``m`` weighs a new speed sample (``s <- (1 - m) s + m x``);
     ``latest_time_factor`` ``lambda >= 1`` sets a group's deadline.
     """
 
@@ -55,19 +70,18 @@ class Compass(DispatchPolicy):
     def __init__(
         self,
         *,
-        min_local_steps: int = 20,
-        max_local_steps: int = 100,
+        min_local_steps: int | str = AUTO,
+        max_local_steps: int | str = AUTO,
         speed_momentum: float = 0.9,
         latest_time_factor: float = 1.5,
     ) -> None:
         super().__init__()
-        self.min_local_steps = check_int("min_local_steps", min_local_steps, minimum=1)
-        self.max_local_steps = check_int("max_local_steps", max_local_steps, minimum=1)
-        if self.max_local_steps < self.min_local_steps:
-            raise InvalidArgument(
-                f"max_local_steps must be >= min_local_steps ({self.min_local_steps}), "
-                f"got {max_local_steps!r}"
-            )
+        self.min_local_steps = _steps_bound("min_local_steps", min_local_steps)
+        self.max_local_steps = _steps_bound("max_local_steps", max_local_steps)
+        self._q_min, self._q_max = 1, AUTHORS_MAX_STEPS
+        """The bounds in force (``"auto"`` resolved by ``task_settings``)."""
+        if AUTO not in (self.min_local_steps, self.max_local_steps):
+            self._resolve({})
         self.speed_momentum = check_number(
             "speed_momentum", speed_momentum, minimum=0, maximum=1, min_open=True
         )
@@ -107,10 +121,19 @@ class Compass(DispatchPolicy):
             "latest_time_factor": self.latest_time_factor,
         }
 
-    def task_settings(self, node: int, now: float) -> dict[str, Any]:
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """``(Q_min, Q_max)`` in force (``"auto"`` resolved at the first task)."""
+        return self._q_min, self._q_max
+
+    def task_settings(
+        self, node: int, now: float, run_settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """``node``'s next task, dispatched at ``now``: ``Q_max`` before its first reply, else
-        the steps of the group it joins or opens."""
+        the steps of the group it joins or opens (``run_settings``: the run's own, which
+        ``"auto"`` bounds follow)."""
         node = self._known(node)
+        self._resolve(run_settings or {})
         self._start[node] = float(now)
         self._group_of.pop(node, None)
         if node in self._speed:
@@ -118,13 +141,13 @@ class Compass(DispatchPolicy):
             if steps is None:
                 steps = self._create(node, now, self._new_group_steps(node, now))
         else:
-            steps = self.max_local_steps
+            steps = self._q_max
         self._steps[node] = steps
         return {"local-steps": steps}
 
     def settings_in_flight(self, node: int) -> dict[str, Any]:
         """The settings of ``node``'s task in flight (a resume sends it again as it was)."""
-        return {"local-steps": self._steps.get(node, self.max_local_steps)}
+        return {"local-steps": self._steps.get(node, self._q_max)}
 
     def may_start(self, node: int, version: int) -> bool:
         """False while ``node`` waits for its group to step; else as every policy."""
@@ -156,9 +179,24 @@ class Compass(DispatchPolicy):
         return self._due.pop(0) if self._due else None
 
     # ------------------------------------------------------------------------- the rule
+    def _resolve(self, run_settings: Mapping[str, Any]) -> None:
+        """The bounds in force: the numbers given, ``"auto"`` from the run's ``local-steps``."""
+        q_max = self.max_local_steps
+        if q_max == AUTO:
+            q_max = int(run_settings.get("local-steps", 0)) or AUTHORS_MAX_STEPS
+        q_min = self.min_local_steps
+        if q_min == AUTO:
+            q_min = max(math.floor(Q_RATIO * q_max), 1)
+        if q_max < q_min:
+            raise InvalidArgument(
+                f"max_local_steps ({q_max}, from {self.max_local_steps!r}) must be >= "
+                f"min_local_steps ({q_min}, from {self.min_local_steps!r})"
+            )
+        self._q_min, self._q_max = q_min, q_max
+
     def _on_finished(self, node: int, duration: float) -> None:
         arrival = self._start.get(node, 0.0) + duration
-        sample = duration / self._steps.get(node, self.max_local_steps)
+        sample = duration / self._steps.get(node, self._q_max)
         old, m = self._speed.get(node), self.speed_momentum
         speed = sample if old is None else (1.0 - m) * old + m * sample
         self._speed[node] = max(speed, MIN_SPEED)
@@ -217,7 +255,7 @@ class Compass(DispatchPolicy):
         speed, chosen, steps = self._speed[node], None, -1
         for g, group in self._groups.items():
             q = math.floor((group.expected - now) / speed)
-            if self.min_local_steps <= q <= self.max_local_steps and q >= steps:
+            if self._q_min <= q <= self._q_max and q >= steps:
                 chosen, steps = g, q
         if chosen is None:
             return None
@@ -233,12 +271,12 @@ class Compass(DispatchPolicy):
             members = group.pending + group.arrived
             if now < group.latest and members:
                 fastest = min(self._speed[j] for j in members)
-                q = math.floor((group.latest + fastest * self.max_local_steps - now) / speed)
-                if q <= self.max_local_steps:
+                q = math.floor((group.latest + fastest * self._q_max - now) / speed)
+                if q <= self._q_max:
                     steps = max(steps, q)
         if steps < 0:
-            return self.max_local_steps
-        return max(steps, self.min_local_steps)
+            return self._q_max
+        return max(steps, self._q_min)
 
     def _create(self, node: int, now: float, steps: int) -> int:
         speed = self._speed[node]
@@ -261,6 +299,7 @@ class Compass(DispatchPolicy):
             "group_of": dict(self._group_of),
             "groups": {g: asdict(x) for g, x in self._groups.items()},
             "next_group": self._next_group,
+            "bounds": [self._q_min, self._q_max],
             "general": list(self._general),
             "due": [list(d) for d in self._due],
             "waiting": sorted(self._waiting),
@@ -281,6 +320,7 @@ class Compass(DispatchPolicy):
             for g, x in sorted(state["groups"].items(), key=lambda item: int(item[0]))
         }
         self._next_group = int(state["next_group"])
+        self._q_min, self._q_max = (int(q) for q in state["bounds"])
         self._general = [int(k) for k in state["general"]]
         self._due = [[int(k) for k in d] for d in state["due"]]
         self._waiting = {int(k) for k in state["waiting"]}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from fl_async.validation import check_int, check_number
@@ -186,9 +186,12 @@ class DispatchPolicy:
         self._set_clock(node, self._clock[node] + 1)
         self._on_finished(node, duration)
 
-    def task_settings(self, node: int, now: float) -> dict[str, Any]:
+    def task_settings(
+        self, node: int, now: float, run_settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Settings of ``node``'s next task, dispatched at time ``now``, that the policy sets
-        itself (FedCompass: ``local-steps``); sent with the task over the run's own."""
+        itself (FedCompass: ``local-steps``); sent with the task over the run's own
+        (``run_settings``)."""
         return {}
 
     def settings_in_flight(self, node: int) -> dict[str, Any]:

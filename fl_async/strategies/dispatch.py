@@ -113,7 +113,8 @@ class Dispatcher:
         seed = int(
             np.random.SeedSequence([self.seed, node.stable_id, node.tasks]).generate_state(1)[0]
         )
-        settings = self.policy.task_settings(node.stable_id, run.order.dispatch_time())
+        own = {**run.train_config, **self.task_config}
+        settings = self.policy.task_settings(node.stable_id, run.order.dispatch_time(), own)
         examples = self.examples_for(node, settings)
         start, finish = run.order.timing(
             node.stable_id, node.tasks, examples=examples, model_bytes=run.model_bytes

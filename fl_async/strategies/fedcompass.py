@@ -21,9 +21,10 @@ class FedCompass(AsyncStrategy):
     that groups of them arrive together, and each group steps at once.
 
     ``alpha`` is the server rate, ``staleness`` the weight ``s(tau)`` (default polynomial,
-    ``a = 0.5``), ``min_local_steps`` / ``max_local_steps`` the bounds of a task's steps,
-    ``speed_momentum`` the weight of a new speed sample, ``latest_time_factor`` how long past
-    its expected arrival a group waits (the authors' examples: 0.9, 20, 100, 0.9, 1.5).
+    ``a = 0.5``), ``min_local_steps`` / ``max_local_steps`` the bounds of a task's steps
+    (``"auto"``: ``Q_max`` the run's ``local-steps``, else 100; ``Q_min = max(floor(0.2 Q_max),
+    1)``), ``speed_momentum`` the weight of a new speed sample, ``latest_time_factor`` how long
+    past its expected arrival a group waits (the authors' examples: 0.9, 20, 100, 0.9, 1.5).
     """
 
     def __init__(
@@ -32,8 +33,8 @@ class FedCompass(AsyncStrategy):
         alpha: float = 0.9,
         staleness: StalenessFn | str | None = None,
         max_staleness: int | None = None,
-        min_local_steps: int = 20,
-        max_local_steps: int = 100,
+        min_local_steps: int | str = "auto",
+        max_local_steps: int | str = "auto",
         speed_momentum: float = 0.9,
         latest_time_factor: float = 1.5,
         **kwargs: Any,
