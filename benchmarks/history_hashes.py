@@ -1,4 +1,4 @@
-"""Fingerprints of the twelve presets' seeded histories through ``python -m fl_async.app``.
+"""Fingerprints of every preset's seeded history through ``python -m fl_async.app``.
 
 Run by hand before and after a change that must not move a single result (a refactor):
 ``python benchmarks/history_hashes.py [--app DIR] [--out FILE]`` runs each preset once on the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 PRESETS = [
     *("asgd", "asp", "ca2fl", "dcasgd", "fadas", "fedasync", "fedbuff", "gsgm", "mifa", "odsgd"),
-    *("ssgd", "trendsmooth"),
+    *("fedcompass", "ssgd", "trendsmooth"),
 ]
 RUN_CONFIG = "num-rounds=2 max-updates=12 local-epochs=1 eval-every=4 seed=0"
 UNSEEDED = ("wall-time", "node-id")

@@ -30,7 +30,7 @@ def upd(node, delta, iteration=0, num_examples=1):
     )
 
 
-@pytest.mark.parametrize("name", sorted(set(AGGREGATORS) - {"ssgd", "odsgd"}))
+@pytest.mark.parametrize("name", sorted(set(AGGREGATORS) - {"ssgd", "odsgd", "fedcompass"}))
 def test_rules_without_a_barrier_hold_nothing_for_one(name):
     agg = AGGREGATORS[name]()
     agg.init([arr(W0)])
@@ -39,6 +39,17 @@ def test_rules_without_a_barrier_hold_nothing_for_one(name):
     assert not agg.joins_step(base_version=agg.version, iteration=agg.version)
     version = agg.version
     assert not agg.flush() and agg.version == version
+
+
+def test_fedcompass_holds_every_update_until_a_flush_without_a_plan():
+    """FedCompass's steps are its policy's (tests/test_fedcompass.py); alone it is a barrier
+    whose step no task in flight joins (the policy's ``owes`` says when it is due)."""
+    agg = AGGREGATORS["fedcompass"](alpha=1.0)
+    agg.init([arr(W0)])
+    assert agg.apply(upd(1, [0.5, 0.5])) == Outcome(HELD) and agg.held == 1
+    assert not agg.joins_step(base_version=0, iteration=0)
+    assert agg.flush() and agg.version == 1 and agg.held == 0 and not agg.flush()
+    np.testing.assert_array_equal(agg.params[0], arr([0.5, 1.5]))
 
 
 def test_fedbuff_buffer_is_not_a_barrier():

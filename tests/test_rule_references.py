@@ -30,6 +30,7 @@ from fl_async.aggregators.reference import (
     fadas,
     fedasync,
     fedbuff,
+    fedcompass,
     gsgm,
     mifa,
     odsgd,
@@ -192,7 +193,18 @@ RULES: dict[str, Rule] = {
         barrier=True,
     ),
     "odsgd": Rule(odsgd, st.fixed_dictionaries({"lr": LR}), barrier=True),
+    "fedcompass": Rule(
+        fedcompass,
+        st.fixed_dictionaries(
+            {"alpha": st.floats(0.05, 1.0), "num_nodes": st.integers(1, 6), "staleness": STALENESS}
+        ),
+        barrier=True,
+    ),
 }
+
+
+FLUSH_KEYS = ("lr", "combine", "alpha", "num_nodes", "staleness")
+"""The hyperparameters a barrier rule's reference takes at ``flush``."""
 
 
 @dataclass
@@ -237,7 +249,7 @@ def _stream(seed: int, count: int) -> list[tuple[int, list[np.ndarray], int, str
 def _feed(run: Run, stream, on_update: Callable[[Run], None]) -> None:
     rule = RULES[run.name]
     module, hyper = rule.module, run.reference_hyper()
-    flush_keys = {k: v for k, v in hyper.items() if k in ("lr", "combine")}
+    flush_keys = {k: v for k, v in hyper.items() if k in FLUSH_KEYS}
     update_keys = {} if rule.barrier else hyper
     iterations: dict[int, int] = {}
     for node, delta, tau, event in stream:

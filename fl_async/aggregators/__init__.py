@@ -4,7 +4,7 @@ Every rule has the same interface (docs/algorithms.md, The aggregator interface)
 ``init(params)``, ``apply(ClientUpdate(...)) -> Outcome``, ``params``, ``version``,
 ``forget(node_id)``, ``state_dict()`` and ``load_state_dict()``, and the barrier contract
 ``held``, ``joins_step(base_version, iteration)`` and ``flush()`` for rules that wait for a set
-of updates (SSGD, OD-SGD).
+of updates (SSGD, OD-SGD, FedCompass).
 """
 
 from fl_async.aggregators.asgd import ASGD
@@ -22,6 +22,7 @@ from fl_async.aggregators.dcasgd import DCASGD
 from fl_async.aggregators.fadas import FADAS
 from fl_async.aggregators.fedasync import FedAsync
 from fl_async.aggregators.fedbuff import FedBuff
+from fl_async.aggregators.fedcompass import FedCompass
 from fl_async.aggregators.gsgm import GSGM
 from fl_async.aggregators.guard import GUARD_FACTOR, TOO_LARGE, UpdateGuard
 from fl_async.aggregators.mifa import MIFA
@@ -33,7 +34,20 @@ from fl_async.aggregators.updates import ClientUpdate
 
 AGGREGATORS: dict[str, type[Aggregator]] = {
     cls.name.lower(): cls
-    for cls in (SSGD, ASGD, FedAsync, FedBuff, DCASGD, GSGM, TrendSmooth, ODSGD, MIFA, CA2FL, FADAS)
+    for cls in (
+        SSGD,
+        ASGD,
+        FedAsync,
+        FedBuff,
+        DCASGD,
+        GSGM,
+        TrendSmooth,
+        ODSGD,
+        MIFA,
+        CA2FL,
+        FADAS,
+        FedCompass,
+    )
 }
 """Every rule by lower-case name (``"gsgm"``, ``"trendsmooth"``, ...)."""
 
@@ -58,6 +72,7 @@ __all__ = [
     "Constant",
     "FedAsync",
     "FedBuff",
+    "FedCompass",
     "Hinge",
     "Outcome",
     "Polynomial",

@@ -9,7 +9,7 @@ Adding a rule adds its ``Declaration`` to a ``DECLARED`` tuple here (docs/archit
 Adding a rule).
 """
 
-from fl_async.hyperparameters import descendants, presets
+from fl_async.hyperparameters import compass, descendants, presets
 from fl_async.hyperparameters.declaration import (
     AUTO,
     PRESET_DEFAULT,
@@ -22,7 +22,9 @@ from fl_async.hyperparameters.declaration import (
 )
 from fl_async.hyperparameters.presets import TUNED_LR
 
-DECLARATIONS: dict[str, Declaration] = registry(presets.DECLARED, descendants.DECLARED)
+DECLARATIONS: dict[str, Declaration] = registry(
+    presets.DECLARED, descendants.DECLARED, compass.DECLARED
+)
 """Every rule's declaration by its preset's run-config name, in the order presets are listed."""
 
 __all__ = [

@@ -2,10 +2,11 @@
 
 Pure numpy, no Flower: the event loop in ``fl_async.strategies`` combines a policy, a clock and a
 ``TaskQueue``. See docs/scheduling.md, and docs/algorithms.md for the rules (Dispatch policies,
-OD-SGD, GSGM, Virtual clock).
+OD-SGD, GSGM, FedCompass, Virtual clock).
 """
 
 from fl_async.scheduling.clock import JITTER_STREAM, PROFILE_STREAM, NodeProfile, VirtualClock
+from fl_async.scheduling.compass import Compass
 from fl_async.scheduling.policies import (
     ASP,
     SSP,
@@ -35,6 +36,7 @@ __all__ = [
     "SSP",
     "Asynchronous",
     "Barrier",
+    "Compass",
     "DeviceCapacity",
     "DispatchPolicy",
     "FedScaleTrace",

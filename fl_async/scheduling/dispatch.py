@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from fl_async.validation import check_int, check_number
@@ -185,6 +185,18 @@ class DispatchPolicy:
             self._activate(node, self._entry_clock())
         self._set_clock(node, self._clock[node] + 1)
         self._on_finished(node, duration)
+
+    def task_settings(
+        self, node: int, now: float, run_settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Settings of ``node``'s next task, dispatched at time ``now``, that the policy sets
+        itself (FedCompass: ``local-steps``); sent with the task over the run's own
+        (``run_settings``)."""
+        return {}
+
+    def settings_in_flight(self, node: int) -> dict[str, Any]:
+        """``task_settings`` of ``node``'s task in flight, for sending it again on a resume."""
+        return {}
 
     def has_joined(self, node: int) -> bool:
         """Whether ``node`` has joined (the policy keeps its clock, active or not)."""

@@ -10,6 +10,7 @@ from fl_async.strategies.async_strategy import AsyncStrategy
 from fl_async.strategies.checkpoint import CheckpointError, RunSuperseded
 from fl_async.strategies.compensation import DelayCompensation, TaskBases
 from fl_async.strategies.descendants import CA2FL, FADAS, MIFA
+from fl_async.strategies.fedcompass import FedCompass
 from fl_async.strategies.presets import (
     ASGD,
     ASP,
@@ -62,6 +63,7 @@ __all__ = [
     "TaskBases",
     "FedAsync",
     "FedBuff",
+    "FedCompass",
     "TrendSmooth",
     "UpdateGuard",
 ]

@@ -113,7 +113,9 @@ class Dispatcher:
         seed = int(
             np.random.SeedSequence([self.seed, node.stable_id, node.tasks]).generate_state(1)[0]
         )
-        examples = self.examples_for(node)
+        own = {**run.train_config, **self.task_config}
+        settings = self.policy.task_settings(node.stable_id, run.order.dispatch_time(), own)
+        examples = self.examples_for(node, settings)
         start, finish = run.order.timing(
             node.stable_id, node.tasks, examples=examples, model_bytes=run.model_bytes
         )
@@ -132,23 +134,28 @@ class Dispatcher:
         node.tasks += 1
         run.registry.set_busy(node, True)
         record = self.version_record(version) if base is None else run.record(base)
-        config = self.config_of(version, seed, iteration)
+        config = self.config_of(version, seed, iteration, settings)
         return task, partial(protocol.train_message, node_id, record, config, ttl=run.timeout)
 
-    def config_of(self, version: int, seed: int, iteration: int) -> dict[str, Any]:
-        """A task's config: the training settings and what identifies the task."""
+    def config_of(
+        self, version: int, seed: int, iteration: int, settings: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A task's config: the training settings (the policy's ``settings`` last) and what
+        identifies the task."""
         return {
             **self.run.train_config,
             **self.task_config,
+            **(settings or {}),
             "server-step": version,
             "server-round": version + 1,
             "task-seed": seed,
             "iteration": iteration,
         }
 
-    def examples_for(self, node: Node) -> int:
-        """Examples the next task processes: last ``num-examples`` x local epochs (or steps)."""
-        config = {**self.run.train_config, **self.task_config}
+    def examples_for(self, node: Node, settings: dict[str, Any] | None = None) -> int:
+        """Examples the next task processes: last ``num-examples`` x local epochs (or local
+        steps x batch size), the policy's ``settings`` over the run's."""
+        config = {**self.run.train_config, **self.task_config, **(settings or {})}
         if int(config.get("local-steps", 0)) > 0:
             return int(config["local-steps"]) * int(config.get("batch-size", 32))
         examples = self.run.registry.examples(node)  # capped: a claim cannot stall the clock

@@ -29,6 +29,10 @@ class ReplyOrder(abc.ABC):
     ) -> tuple[float, float]:
         """``(start, finish)`` of a task dispatched now (finish ``inf`` when unknown)."""
 
+    def dispatch_time(self) -> float:
+        """The time a task dispatched now starts at (``timing``'s start)."""
+        return self.now
+
     def track(self, msg_id: str, task: Task) -> None:  # noqa: B027 (a hook)
         """A task was dispatched as ``msg_id``."""
 
@@ -105,6 +109,9 @@ class ArrivalOrder(ReplyOrder):
         self, stable_id: int, task_index: int, *, examples: int, model_bytes: int
     ) -> tuple[float, float]:
         return time.time(), math.inf
+
+    def dispatch_time(self) -> float:
+        return time.time()
 
     def wanted(self, book: TaskBook) -> list[str]:
         return book.ids()

@@ -113,7 +113,8 @@ class Resender:
             dispatched_wall=time.time(),
             base=s.base if s.own_base else None,
         )
-        config = self.dispatcher.config_of(s.base_version, s.seed, s.iteration)
+        settings = self.policy.settings_in_flight(s.stable_id)
+        config = self.dispatcher.config_of(s.base_version, s.seed, s.iteration, settings)
         record = run.record(s.base)
         make = partial(protocol.train_message, node_id, record, config, ttl=run.timeout)
         key = run.outbox.add(task, make)

@@ -1,10 +1,11 @@
 """Every rule in plain numpy: the readable statement its fast kernel is held equal to.
 
 One module per rule (``asgd``, ``ca2fl``, ``dcasgd``, ``fadas``, ``fedasync``, ``fedbuff``,
-``gsgm``, ``mifa``, ``odsgd``, ``ssgd``, ``trend_smooth``), each with ``init(params, ...)`` (the
-rule's state for a model: ``w`` and its accumulators, by the names docs/algorithms.md gives
-them) and ``update(state, update, ...) -> (state, status)`` (one accepted client update, written
-in the order of the rule's equation in docs/algorithms.md; the barrier rules add ``flush``).
+``fedcompass``, ``gsgm``, ``mifa``, ``odsgd``, ``ssgd``, ``trend_smooth``), each with
+``init(params, ...)`` (the rule's state for a model: ``w`` and its accumulators, by the names
+docs/algorithms.md gives them) and ``update(state, update, ...) -> (state, status)`` (one
+accepted client update, written in the order of the rule's equation in docs/algorithms.md; the
+barrier rules add ``flush``).
 They take the rule's hyperparameters as keywords, work on arrays of any floating dtype (float64
 for the plain rule, float32 to compare with a kernel bit for bit), never change the state they
 are given, and leave validation to the aggregator: they see only updates it accepts. The server
