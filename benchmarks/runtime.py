@@ -95,21 +95,34 @@ def plan(args: argparse.Namespace, spin_units: int) -> dict[str, list[dict[str, 
         if work not in args.phases:
             continue
         phases[work] = [
-            {**base, **workloads[work], "strategy": name, "name": f"{work}-{name}",
-             "updates": cycles[work] * args.nodes}
+            {
+                **base,
+                **workloads[work],
+                "strategy": name,
+                "name": f"{work}-{name}",
+                "updates": cycles[work] * args.nodes,
+            }
             for name in strategies
-        ]  # fmt: skip
-    nodes = 100 if args.quick else args.mem_nodes
-    if "memory" not in args.phases:
-        return phases
-    phases["memory"] = [{
-        **base, **workloads["sleep"], "work_seconds": args.mem_task_seconds,
-        "name": f"memory-{args.mem_strategy}-{nodes}-nodes", "strategy": args.mem_strategy,
-        "nodes": nodes, "params": 10_000 if args.quick else args.mem_params,
-        "updates": int(args.mem_cycles * nodes), "memory_interval": 0.25,
-        "max_in_flight": args.mem_max_in_flight,
-    }]  # fmt: skip
+        ]
+    if "memory" in args.phases:
+        phases["memory"] = [_memory_run(args, {**base, **workloads["sleep"]})]
     return phases
+
+
+def _memory_run(args: argparse.Namespace, sleep: dict[str, Any]) -> dict[str, Any]:
+    """The memory phase's one simulation: many sleeping nodes, memory sampled."""
+    nodes = 100 if args.quick else args.mem_nodes
+    return {
+        **sleep,
+        "work_seconds": args.mem_task_seconds,
+        "name": f"memory-{args.mem_strategy}-{nodes}-nodes",
+        "strategy": args.mem_strategy,
+        "nodes": nodes,
+        "params": 10_000 if args.quick else args.mem_params,
+        "updates": int(args.mem_cycles * nodes),
+        "memory_interval": 0.25,
+        "max_in_flight": args.mem_max_in_flight,
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -167,8 +180,11 @@ def run_phases(
         before = ceiling(args, phase, spin_units, duration) if phase != "memory" else None
         results = []
         for spec in specs:
-            print(f"[{time.time() - started:4.0f} s] {spec['name']}: {spec['nodes']} nodes, "
-                  f"{spec['updates']} updates", flush=True)  # fmt: skip
+            print(
+                f"[{time.time() - started:4.0f} s] {spec['name']}: {spec['nodes']} nodes, "
+                f"{spec['updates']} updates",
+                flush=True,
+            )
             results.append(simulate(spec, log_dir))
             if results[-1]["ray_processes_left"]:
                 print(f"  Ray processes left: {results[-1]['ray_processes_left']}", flush=True)
@@ -177,15 +193,22 @@ def run_phases(
             after = ceiling(args, phase, spin_units, duration)
             used = max(before["rate"], after["rate"])  # the faster: overheads are not flattered
             ceilings[phase] = {
-                "before": before, "after": after, "used": used, "loops": before["loops"],
-                "external_cores_used": max(before["external_cores_used"],
-                                           after["external_cores_used"]),
-            }  # fmt: skip
+                "before": before,
+                "after": after,
+                "used": used,
+                "loops": before["loops"],
+                "external_cores_used": max(
+                    before["external_cores_used"], after["external_cores_used"]
+                ),
+            }
         for result in results:
             runs[result["spec"]["name"]] = run = analyse(result, ceilings.get(phase))
-            print(f"  {result['spec']['name']}: "
-                  f"{run['throughput']['steady_updates_per_s']:.2f} updates/s"
-                  + (f" (ceiling {used:.2f})" if used else ""), flush=True)  # fmt: skip
+            print(
+                f"  {result['spec']['name']}: "
+                f"{run['throughput']['steady_updates_per_s']:.2f} updates/s"
+                + (f" (ceiling {used:.2f})" if used else ""),
+                flush=True,
+            )
     return ceilings, runs
 
 

@@ -56,8 +56,11 @@ def update_times(history: dict, steady_from: float = STEADY_FROM) -> dict[str, f
     the steady part starting at the update at ``steady_from`` of them."""
     walls = [float(u["wall-time"]) for u in history.get("updates", []) if u.get("accepted")]
     if len(walls) < 3:
-        return {"first-update-wall": walls[0] if walls else None, "mean-gap": None,
-                "median-gap": None}  # fmt: skip
+        return {
+            "first-update-wall": walls[0] if walls else None,
+            "mean-gap": None,
+            "median-gap": None,
+        }
     steady = walls[int(steady_from * len(walls)) :]
     gaps = [b - a for a, b in zip(steady, steady[1:], strict=False)]
     return {
@@ -97,8 +100,9 @@ def bundle(out: Path, files: list[Path]) -> None:
     if len(origins) != 1 or None in next(iter(origins)):
         raise SystemExit(f"--bundle needs runs of one commit and versions, recorded; got {origins}")
     commit, versions = origins.pop()
-    keep = [{k: v for k, v in r.items() if k not in ("log-tail", "commit", "versions")}
-            for r in runs]  # fmt: skip
+    keep = [
+        {k: v for k, v in r.items() if k not in ("log-tail", "commit", "versions")} for r in runs
+    ]
     result = {"benchmark": "scale", "commit": commit, "versions": versions, "runs": keep}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -109,12 +113,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run the app as ``args`` say while sampling its memory; the result (with the log's last
     lines when the run failed)."""
     with tempfile.TemporaryDirectory() as tmp:
-        config = (f"strategy='{args.strategy}' dataset='synthetic' local-epochs=1 "
-                  f"max-updates={args.updates} num-rounds={args.updates} "
-                  f"max-in-flight={args.max_in_flight} seed={args.seed} "
-                  f"timeout={args.timeout} output-dir='{tmp}'")  # fmt: skip
-        command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent),
-                   "--nodes", str(args.nodes), "--run-config", config]  # fmt: skip
+        config = (
+            f"strategy='{args.strategy}' dataset='synthetic' local-epochs=1 "
+            f"max-updates={args.updates} num-rounds={args.updates} "
+            f"max-in-flight={args.max_in_flight} seed={args.seed} "
+            f"timeout={args.timeout} output-dir='{tmp}'"
+        )
+        command = [sys.executable, "-m", "fl_async.app", "--app", str(HERE.parent)]
+        command += ["--nodes", str(args.nodes), "--run-config", config]
         if args.actors is not None:
             command += ["--actors", str(args.actors)]
         started, load_start = time.time(), os.getloadavg()[0]
@@ -126,11 +132,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
     times = update_times(history)
     return {
-        "strategy": args.strategy, "nodes": args.nodes, "updates-asked": args.updates,
-        "updates": history.get("num-updates"), "max-in-flight": args.max_in_flight,
-        "actors": args.actors, "seed": args.seed, "exit-code": code,
+        "strategy": args.strategy,
+        "nodes": args.nodes,
+        "updates-asked": args.updates,
+        "updates": history.get("num-updates"),
+        "max-in-flight": args.max_in_flight,
+        "actors": args.actors,
+        "seed": args.seed,
+        "exit-code": code,
         "wall-seconds": round(time.time() - started, 1),
-        "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], **provenance(),
+        "load": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        **provenance(),
         "peak-pss-gib": round(peaks["pss"] / 2**30, 3),
         "peak-rss-gib": round(peaks["rss"] / 2**30, 3),
         "processes-at-peak": peaks["processes"],
@@ -138,7 +150,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         **{k: round(v, 5) if isinstance(v, float) else v for k, v in times.items()},
         "final-accuracy": history.get("final-accuracy"),
         "log-tail": tail,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -152,10 +164,18 @@ def main() -> None:
     parser.add_argument("--strategy", default="gsgm", help="e.g. gsgm, asgd, fedbuff")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--updates", type=int, default=2000)
-    parser.add_argument("--max-in-flight", type=int, default=0,
-                        help="tasks in flight at once (0: the app's default)")  # fmt: skip
-    parser.add_argument("--actors", type=int, default=None,
-                        help="Ray ClientApp actors (default: the number of CPUs)")  # fmt: skip
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=0,
+        help="tasks in flight at once (0: the app's default)",
+    )
+    parser.add_argument(
+        "--actors",
+        type=int,
+        default=None,
+        help="Ray ClientApp actors (default: the number of CPUs)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="each task's TTL (s)")
     args = parser.parse_args()
@@ -164,10 +184,12 @@ def main() -> None:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     mean, median = (_ms(result[k]) for k in ("mean-gap", "median-gap"))
-    print(f"{args.strategy} nodes={args.nodes} updates={result['updates']} "
-          f"exit={result['exit-code']} peak-pss={result['peak-pss-gib']} GiB time/update={mean} "
-          f"(median {median}, first update at {result['first-update-wall']} s) "
-          f"wall={result['wall-seconds']} s -> {out}")  # fmt: skip
+    print(
+        f"{args.strategy} nodes={args.nodes} updates={result['updates']} "
+        f"exit={result['exit-code']} peak-pss={result['peak-pss-gib']} GiB time/update={mean} "
+        f"(median {median}, first update at {result['first-update-wall']} s) "
+        f"wall={result['wall-seconds']} s -> {out}"
+    )
 
 
 def _ms(seconds: float | None) -> str:

@@ -106,8 +106,9 @@ class QuadraticNode:
     pseudo-gradient (``pseudo``). It answers ``evaluate`` with its loss.
     """
 
-    def __init__(self, partition_id: int, target: np.ndarray, *, num_examples: int = 10,
-                 mode: str = "ok") -> None:  # fmt: skip
+    def __init__(
+        self, partition_id: int, target: np.ndarray, *, num_examples: int = 10, mode: str = "ok"
+    ) -> None:
         self.partition_id = partition_id
         self.target = target.astype(np.float32)
         self.num_examples = num_examples
@@ -132,10 +133,16 @@ class QuadraticNode:
             metrics = MetricRecord({"num-examples": self.num_examples})
             return Message(RecordDict({"metrics": metrics}), reply_to=message)
         if kind == "evaluate":
-            w = message.content.array_records["arrays"].to_numpy_ndarrays()[0]
-            loss = float(0.5 * np.sum((w - self.target) ** 2))
-            metrics = MetricRecord({"loss": loss, "num-examples": self.num_examples})
-            return Message(RecordDict({"metrics": metrics}), reply_to=message)
+            return self._evaluate(message)
+        return self._train(message)
+
+    def _evaluate(self, message: Message) -> Message:
+        w = message.content.array_records["arrays"].to_numpy_ndarrays()[0]
+        loss = float(0.5 * np.sum((w - self.target) ** 2))
+        metrics = MetricRecord({"loss": loss, "num-examples": self.num_examples})
+        return Message(RecordDict({"metrics": metrics}), reply_to=message)
+
+    def _train(self, message: Message) -> Message:
         record = message.content.array_records["arrays"]
         config = message.content.config_records["config"]
         arrays = record.to_numpy_ndarrays()
@@ -160,9 +167,12 @@ class QuadraticNode:
             return Message(reply, reply_to=message)
         out = to_record(list(record.keys()), [w, *arrays[1:]])
         metrics = MetricRecord(
-            {"num-examples": self.num_examples, "partition-id": self.partition_id,
-             "train-loss": loss}
-        )  # fmt: skip
+            {
+                "num-examples": self.num_examples,
+                "partition-id": self.partition_id,
+                "train-loss": loss,
+            }
+        )
         return Message(RecordDict({"arrays": out, "metrics": metrics}), reply_to=message)
 
 
@@ -173,11 +183,13 @@ def quadratic_fleet(num_nodes: int, *, dim: int = 5, seed: int = 0, modes=None):
     modes = modes or {}
     nodes = {
         node_id: QuadraticNode(
-            k, rng.normal(size=dim).astype(np.float32), num_examples=10 + k,
+            k,
+            rng.normal(size=dim).astype(np.float32),
+            num_examples=10 + k,
             mode=modes.get(k, "ok"),
         )
         for k, node_id in enumerate(node_ids)
-    }  # fmt: skip
+    }
     return nodes
 
 

@@ -69,9 +69,11 @@ def array_records(draw) -> ArrayRecord:
 
 
 metric_values = st.one_of(
-    st.integers(-(2**63), 2**63 - 1), st.floats(), st.sampled_from(BAD_COUNTS),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(),
+    st.sampled_from(BAD_COUNTS),
     st.lists(st.floats(allow_nan=False), max_size=3),
-)  # fmt: skip
+)
 
 
 @st.composite
@@ -100,14 +102,18 @@ def honest_arrays(base: list[np.ndarray]) -> list[np.ndarray]:
     return [base[0] - np.float32(0.01), base[1]]
 
 
+FLAWS = (
+    *("junk", "nan", "inf", "shape", "missing", "extra"),
+    *("dtype", "count", "pseudo-nan", "no-model", "two-records"),
+)
+"""What can be wrong with a train reply: junk, or one flaw in a well-formed one."""
+
+
 @st.composite
 def bad_train_replies(draw):
     """A function of the task's base arrays giving a reply content the server must refuse:
     arbitrary junk, or a well-formed reply with exactly one thing wrong."""
-    flaw = draw(st.sampled_from(
-        ["junk", "nan", "inf", "shape", "missing", "extra", "dtype", "count", "pseudo-nan",
-         "no-model", "two-records"]
-    ))  # fmt: skip
+    flaw = draw(st.sampled_from(FLAWS))
     junk = draw(contents())
     count = draw(st.sampled_from(BAD_COUNTS))
 

@@ -185,8 +185,20 @@ def test_the_app_runs_fedcompass_from_the_run_config(tmp_path):
 def test_a_sweep_of_fedcompass_runs_each_point(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text("[grid.fedcompass]\nalpha = [0.45, 0.9]\n")
-    args = parse("--sweep", str(grid), "--out", str(tmp_path / "sweep"), "--nodes", "4",
-                 "--rounds", "2", "--seeds", "0", "--splits", "dirichlet")  # fmt: skip
+    args = parse(
+        "--sweep",
+        str(grid),
+        "--out",
+        str(tmp_path / "sweep"),
+        "--nodes",
+        "4",
+        "--rounds",
+        "2",
+        "--seeds",
+        "0",
+        "--splits",
+        "dirichlet",
+    )
     built = build_spec(args)
     # SSGD's run first sets the virtual-time budget of the grid's runs
     assert built.strategies == ("ssgd", "fedcompass-alpha0.45", "fedcompass")
