@@ -41,14 +41,16 @@ def first_update(multiple: float):
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_a_zero_tiny_or_huge_first_update_leaves_every_preset_near_its_honest_accuracy(preset):
     honest = app_run(preset, nodes=5, **FIVE)
-    assert honest["rejected"] == {} and honest["faults"] == {}
+    assert honest["rejected"] == {} and unclipped(honest["faults"]) == {}
     first = first_applied(honest)  # the fastest node attacks
     for multiple, reason in [(0.0, "no-update"), (1e-6, "no-update"), (1000.0, "too-large")]:
         attacked = app_run(preset, nodes=5, attackers={first: first_update(multiple)}, **FIVE)
         assert attacked["updates"][0]["stable-id"] == first and attacked["rejected"] == {reason: 1}
         assert honest_refused(attacked, {first}) == 0
         assert attacked["stopped-by"] == "max-virtual-time"
-        assert abs(accuracy(attacked) - accuracy(honest)) <= 0.03, (multiple, accuracy(honest))
+        # One-sided: a run that loses the attacker's first update may end higher (FedBuff's
+        # five nodes: by 0.031 with the root set, by 0.023 without).
+        assert accuracy(attacked) >= accuracy(honest) - 0.03, (multiple, accuracy(honest))
 
 
 def test_without_the_guard_a_huge_first_update_wrecks_the_model():
@@ -83,18 +85,13 @@ def test_two_colluders_of_ten_get_no_honest_update_refused_and_a_sign_flip_is_bo
     runs = colluded(preset)
     for name in ATTACKS:
         assert honest_refused(runs[name], COLLUDERS) == 0
-    # Clipping at three median norms keeps a sign flip from wrecking the model, as it does
-    # unguarded, but does not stop it (below).
-    assert accuracy(runs["sign-flip-x5"]) > accuracy(runs["unguarded"]) + 0.2
-    assert runs["sign-flip-x5"]["faults"]["clipped"] >= 10
+    # Unguarded, a sign flip wrecks the model; guarded, the colluders' updates are refused
+    # against the root set's reference, or down-weighted while in doubt (clipped).
+    flipped = runs["sign-flip-x5"]
+    assert accuracy(flipped) > accuracy(runs["unguarded"]) + 0.2
+    assert flipped["rejected"].get("wrong-direction", 0) + flipped["faults"]["clipped"] >= 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not defended on MNIST: honest updates there are too incoherent for the guard's "
-    "direction test to judge, and colluders clipped to three median norms still move the model "
-    "(docs/algorithms.md, The update guard; benchmarks/RESULTS.md, Attacks on the defaults)",
-)
 @pytest.mark.parametrize("preset", ["gsgm", "asgd"])
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_two_colluders_of_ten_leave_gsgm_and_asgd_within_005(preset, attack):
@@ -108,10 +105,16 @@ def test_a_claim_of_2_53_examples_leaves_ssgd_where_it_was():
     claimed = app_run("ssgd", nodes=5, attackers=claim, **FIVE)
     # Its weight is what it declared when it joined: the honest run's evaluations, exactly.
     assert evaluated(claimed) == evaluated(honest)
-    assert claimed["rejected"] == {} and claimed["faults"] == {}
+    assert claimed["rejected"] == {} and unclipped(claimed["faults"]) == {}
     with mock.patch.object(NodeRegistry, "weight", lambda self, node, claimed: claimed):
         uncapped = app_run("ssgd", nodes=5, attackers=claim, **FIVE)
     assert accuracy(uncapped) < accuracy(honest) - 0.2  # one node's model, without the cap
+
+
+def unclipped(faults: dict) -> dict:
+    """A history's faults but ``clipped``: honest updates in doubt by the root set's reference
+    are down-weighted, counted there (docs/algorithms.md, The update guard)."""
+    return {k: v for k, v in faults.items() if k != "clipped"}
 
 
 def evaluated(history: dict) -> list[tuple[float, float]]:
@@ -137,7 +140,8 @@ def test_100000_metrics_a_reply_do_not_grow_the_servers_memory(monkeypatch):
         tracemalloc.stop()
     assert grown < 20 * 2**20, grown  # about 20 MB a reply were kept before the bound
     # Each such reply is malformed, nothing of it kept; after two in a row the node leaves.
-    assert attacked["faults"] == {"malformed": 2} and attacked["stopped-by"] == "max-virtual-time"
+    assert unclipped(attacked["faults"]) == {"malformed": 2}
+    assert attacked["stopped-by"] == "max-virtual-time"
     assert {u["stable-id"] for u in attacked["updates"]} == {1, 2, 3, 4}
     assert honest_refused(attacked, {0}) == 0 and accuracy(attacked) > 0.8
-    assert honest["faults"] == {}
+    assert unclipped(honest["faults"]) == {}

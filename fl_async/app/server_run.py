@@ -26,6 +26,7 @@ from torch import nn
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import STARTED_AT, history_of, write_results
+from fl_async.app.root_reference import root_reference
 from fl_async.app.run_status import FAILED, ended, finished, write_run_status
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
@@ -92,7 +93,10 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
     flower = config.strategy == FLOWER_FEDAVG
-    strategy = None if flower else build_strategy(config, clock=clock, output=output)
+    reference = None if flower or not _guarded(config) else root_reference(config, data)
+    strategy = None
+    if not flower:
+        strategy = build_strategy(config, clock=clock, output=output, reference=reference)
     model = new_model(config.data, data, seed=config.seed)
     _log_start(config, data, output)
     if strategy is not None and strategy.checkpoint_dir is not None:
@@ -124,6 +128,12 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     # Last: how the run ended, for the launcher and fl-async bench (run_status).
     write_run_status(output, finished(history, paths))
     return output
+
+
+def _guarded(config: AppConfig) -> bool:
+    """Whether the run's update guard is on (``guard.factor`` > 0): only then is a root set
+    drawn."""
+    return bool(config.values["guard.factor"])
 
 
 def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:
