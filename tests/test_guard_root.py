@@ -118,3 +118,19 @@ def test_a_new_run_forgets_the_references_and_the_settings_are_checked():
         UpdateGuard(reference=Counted(), trust=1.5)
     with pytest.raises(InvalidArgument, match="reference must be a callable"):
         UpdateGuard(reference=3)
+
+
+def test_the_opening_verdicts_keep_their_cosine_and_doubt_through_a_checkpoint():
+    guard = UpdateGuard(reference=Counted())
+    guard.begin(3)
+    held = [update((1, 1, 0, 0), 0), update((0, 0, 1, 0), 1), update((1, 0, 0, 0), 2)]
+    roots = [guard.check(u, MODEL, (MODEL, 0)).cosine for u in held]
+    verdicts = guard.open([(u, guard.measure(u, MODEL)) for u in held], roots)
+    assert [v.doubted for v in verdicts] == [False, True, False]
+    resumed = UpdateGuard(reference=Counted())
+    resumed.load_state_dict(guard.state_dict())
+    assert [resumed.take_queued(n) for n in range(3)] == verdicts
+    old = guard.state_dict()  # saved before the reference: five fields a verdict
+    old["queued"] = [v[:5] for v in old["queued"]]
+    resumed.load_state_dict(old)
+    assert resumed.take_queued(1) is None and resumed.take_queued(0).cosine is None

@@ -10,8 +10,8 @@ nodes heard from), an update is:
 - clipped to norm ``factor * M`` when larger, refused as ``"too-large"`` when over
   ``max(REFUSE, factor) * M`` (mode ``"reject"``: refused when over ``factor * M``);
 - refused as ``"wrong-direction"`` when its cosine with the server's reference update of its
-  base (``reference``, a root dataset's: ``guard_root``) is at most ``trust``; without a
-  reference, when it pulls against the recent aggregate direction ``m``
+  base (``reference``: ``guard_root``) is at most ``trust``, down-weighted when in doubt; without
+  a reference, when it pulls against the recent aggregate direction ``m``
   (``guard_reference.Direction``) by more than ``direction * M``, once ``m`` is coherent; its
   node is then clipped to ``M`` until one of its updates passes a direction judgement.
 """
@@ -84,6 +84,8 @@ class Verdict:
     """``M`` when it was judged: it caps the update's weight in the aggregate direction."""
     cosine: float | None = None
     """Its cosine with the reference update of its base (None: no reference judged it)."""
+    doubted: bool = False
+    """Its ``scale`` down-weights it for a cosine in doubt (``guard_root.doubted``), not size."""
 
     @property
     def refused(self) -> bool:
@@ -321,7 +323,10 @@ class UpdateGuard:
             "needed": self._needed,
             "heard": sorted(self._heard),
             "suspects": sorted(self._suspects),
-            "queued": [[v.node, v.norm, v.scale, v.reason, v.median] for v in self._queued],
+            "queued": [
+                [v.node, v.norm, v.scale, v.reason, v.median, v.cosine, v.doubted]
+                for v in self._queued
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -342,9 +347,11 @@ class UpdateGuard:
         self._opened, self._needed = bool(state["opened"]), int(state["needed"])
         self._heard = {int(n) for n in state["heard"]}
         self._suspects = {int(n) for n in state["suspects"]}
+        # Verdicts saved before the root set's reference have five fields: no cosine, no doubt.
+        saved = ([*v, None, False] if len(v) == 5 else v for v in state["queued"])
         self._queued = [
-            Verdict(norm, scale, reason, node, median=median)
-            for node, norm, scale, reason, median in state["queued"]
+            Verdict(norm, scale, reason, node, median=median, cosine=cosine, doubted=bool(doubt))
+            for node, norm, scale, reason, median, cosine, doubt in saved
         ]
 
     def hyperparameters(self) -> dict[str, Any]:
@@ -373,7 +380,7 @@ class UpdateGuard:
             cap = doubted(root, self.trust) * median
             if verdict.refused or norm * verdict.scale <= cap:
                 return verdict
-            return replace(verdict, scale=cap / norm)  # down-weighted: in doubt
+            return replace(verdict, scale=cap / norm, doubted=True)
         limit = (1.0 if node in self._suspects else self.factor) * median
         against = 0.0 if cosine is None else -cosine * min(norm, limit)
         if self.direction and against > self.direction * median:

@@ -37,6 +37,7 @@ from fl_async.extras import require
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
+from fl_async.scheduling import VirtualClock
 from fl_async.strategies import AsyncResult, AsyncStrategy
 from fl_async.tracking import log_run, require_backend
 
@@ -92,11 +93,7 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     parts = config.data.split(labels, config.num_nodes, owners=data.owners)
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
-    flower = config.strategy == FLOWER_FEDAVG
-    reference = None if flower or not _guarded(config) else root_reference(config, data)
-    strategy = None
-    if not flower:
-        strategy = build_strategy(config, clock=clock, output=output, reference=reference)
+    strategy = _strategy(config, data, clock, output)
     model = new_model(config.data, data, seed=config.seed)
     _log_start(config, data, output)
     if strategy is not None and strategy.checkpoint_dir is not None:
@@ -130,10 +127,15 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     return output
 
 
-def _guarded(config: AppConfig) -> bool:
-    """Whether the run's update guard is on (``guard.factor`` > 0): only then is a root set
-    drawn."""
-    return bool(config.values["guard.factor"])
+def _strategy(
+    config: AppConfig, data: RunData, clock: VirtualClock | None, output: Path
+) -> AsyncStrategy | None:
+    """The run's strategy (None for Flower's own FedAvg); its guard, when on, judges updates
+    against the root set's reference (``guard.root-examples``)."""
+    if config.strategy == FLOWER_FEDAVG:
+        return None
+    reference = root_reference(config, data) if config.values["guard.factor"] else None
+    return build_strategy(config, clock=clock, output=output, reference=reference)
 
 
 def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:

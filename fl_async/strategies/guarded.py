@@ -153,6 +153,8 @@ class GuardGate:
             "virtual-time": run.order.now,
             "wall-time": run.recorder.wall_at(arrival),
             **({} if norm is None else {"update-norm": norm}),
+            **({} if verdict.cosine is None else {"reference-cosine": verdict.cosine}),
+            **({"guard-scale": verdict.scale} if verdict.doubted else {}),
         }
         return run.recorder.reply(values, accepted=outcome.accepted)
 
@@ -183,12 +185,13 @@ class GuardGate:
         guard says so (a ``clipped`` fault)."""
         if verdict.refused:
             return self.run.rule.refuse(update, verdict.reason)
-        if verdict.scale < 1.0:
+        if verdict.scale < 1.0 and not verdict.doubted:  # a doubted update is no fault of size
             self.run.recorder.fault(
                 "clipped",
                 f"node {task.node_id} (stable id {task.stable_id}): "
                 f"update norm scaled by {verdict.scale:.3g}",
             )
+        if verdict.scale < 1.0:
             update = replace(update, delta=clip(update.delta, verdict.scale))
         outcome = self.run.rule.apply(update)
         if outcome.accepted:
