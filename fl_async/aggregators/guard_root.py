@@ -28,8 +28,9 @@ TRUST: Final = -0.5
 """The default ``trust``: at or below it an update is refused. Honest updates of non-IID MNIST
 and Synthetic nodes reached cosines near -0.3 with the reference (docs/algorithms.md)."""
 AGREE: Final = 0.1
-"""Below this cosine an update is in doubt: clipped to at most ``DOUBT * M``, less the nearer it
-is to ``trust``. A third to three quarters of honest non-IID updates measured lie below it."""
+"""Below this cosine an update is in doubt: down-weighted to at most ``DOUBT * M``, less the
+nearer it is to ``trust``. A third to three quarters of honest non-IID updates measured lie
+below it."""
 DOUBT: Final = 0.25
 """The most an update in doubt may count, in median norms ``M``."""
 KEPT: Final = 16
