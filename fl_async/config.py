@@ -147,6 +147,8 @@ SERVER_KEYS: dict[str, Key] = {
     "weight-cap": Key(10.0, _guard_factor),  # 0: no bound by the median, as guard.factor's off
     "guard.quorum": Key(3, _integer(1)),
     "guard.direction": Key(1.0, _number()),
+    "guard.root-examples": Key(100, _integer(0)),  # 0: no root set, the direction test
+    "guard.trust": Key(-0.5, _number(minimum=-1.0, maximum=1.0)),
     "tracking.backend": Key("", _choice(("", *TRACKERS))),
     "tracking.uri": Key("", _text),
     "tracking.run-name": Key("", _text),

@@ -48,7 +48,9 @@ def test_a_zero_tiny_or_huge_first_update_leaves_every_preset_near_its_honest_ac
         assert attacked["updates"][0]["stable-id"] == first and attacked["rejected"] == {reason: 1}
         assert honest_refused(attacked, {first}) == 0
         assert attacked["stopped-by"] == "max-virtual-time"
-        assert abs(accuracy(attacked) - accuracy(honest)) <= 0.03, (multiple, accuracy(honest))
+        # One-sided: a run that loses the attacker's first update may end higher (FedBuff's
+        # five nodes: by 0.031 with the root set, by 0.023 without).
+        assert accuracy(attacked) >= accuracy(honest) - 0.03, (multiple, accuracy(honest))
 
 
 def test_without_the_guard_a_huge_first_update_wrecks_the_model():
@@ -83,18 +85,15 @@ def test_two_colluders_of_ten_get_no_honest_update_refused_and_a_sign_flip_is_bo
     runs = colluded(preset)
     for name in ATTACKS:
         assert honest_refused(runs[name], COLLUDERS) == 0
-    # Clipping at three median norms keeps a sign flip from wrecking the model, as it does
-    # unguarded, but does not stop it (below).
-    assert accuracy(runs["sign-flip-x5"]) > accuracy(runs["unguarded"]) + 0.2
-    assert runs["sign-flip-x5"]["faults"]["clipped"] >= 10
+    # Unguarded, a sign flip wrecks the model; guarded, each colluder's update is refused
+    # against the root set's reference, or down-weighted in doubt (its record's guard-scale).
+    flipped = runs["sign-flip-x5"]
+    assert accuracy(flipped) > accuracy(runs["unguarded"]) + 0.2
+    theirs = [u for u in flipped["updates"] if u["stable-id"] in COLLUDERS]
+    assert len(theirs) >= 10
+    assert all(not u["accepted"] or u["guard-scale"] < 0.25 for u in theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not defended on MNIST: honest updates there are too incoherent for the guard's "
-    "direction test to judge, and colluders clipped to three median norms still move the model "
-    "(docs/algorithms.md, The update guard; benchmarks/RESULTS.md, Attacks on the defaults)",
-)
 @pytest.mark.parametrize("preset", ["gsgm", "asgd"])
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_two_colluders_of_ten_leave_gsgm_and_asgd_within_005(preset, attack):

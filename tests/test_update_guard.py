@@ -7,7 +7,7 @@ from flwr.app import ConfigRecord
 from test_poisoned_node import ATTACKER, ATTACKS, PoisonedNode
 
 from fl_async.aggregators import SSGD, ClientUpdate, FedBuff, UpdateGuard
-from fl_async.aggregators.guard import clip
+from fl_async.aggregators.guard_reference import clip
 from fl_async.aggregators.robust import combine_reference
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, PRESETS

@@ -9,7 +9,9 @@ nodes heard from), an update is:
 - refused as ``"no-update"`` when ``n <= FLOOR * M`` (a zero update always): it does not vote;
 - clipped to norm ``factor * M`` when larger, refused as ``"too-large"`` when over
   ``max(REFUSE, factor) * M`` (mode ``"reject"``: refused when over ``factor * M``);
-- refused as ``"wrong-direction"`` when it pulls against the recent aggregate direction ``m``
+- refused as ``"wrong-direction"`` when its cosine with the server's reference update of its
+  base (``reference``: ``guard_root``) is at most ``trust``, down-weighted when in doubt; without
+  a reference, when it pulls against the recent aggregate direction ``m``
   (``guard_reference.Direction``) by more than ``direction * M``, once ``m`` is coherent; its
   node is then clipped to ``M`` until one of its updates passes a direction judgement.
 """
@@ -18,12 +20,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
 
-from fl_async.aggregators.guard_reference import Direction, SoleNode, Votes, coherent, dot
+from fl_async.aggregators.guard_reference import (
+    Direction,
+    SoleNode,
+    Votes,
+    coherent,
+    dot,
+    floats,
+    guard_factor,
+    scaled,
+    summed,
+)
+from fl_async.aggregators.guard_root import TRUST, Reference, ReferenceCache, doubted
 from fl_async.aggregators.kernels import all_finite, squared_norm
 from fl_async.aggregators.updates import ClientUpdate, Rejected, check_update
 from fl_async.validation import InvalidArgument, check_choice, check_int, check_number
@@ -69,6 +82,10 @@ class Verdict:
     """Held until the votes of ``quorum`` nodes arrived (``UpdateGuard.open``)."""
     median: float | None = None
     """``M`` when it was judged: it caps the update's weight in the aggregate direction."""
+    cosine: float | None = None
+    """Its cosine with the reference update of its base (None: no reference judged it)."""
+    doubted: bool = False
+    """Its ``scale`` down-weights it for a cosine in doubt (``guard_root.doubted``), not size."""
 
     @property
     def refused(self) -> bool:
@@ -95,8 +112,14 @@ class UpdateGuard:
         Distinct nodes whose votes must have arrived before any update is applied (at most the
         number of nodes at the start).
     direction : float (default: 1.0)
-        Refuse an update whose length against the coherent aggregate direction (``-cos``
-        times its norm, clipped) exceeds this multiple of ``M``; 0 turns the check off.
+        Without a ``reference``: refuse an update whose length against the coherent aggregate
+        direction (``-cos`` times its norm, clipped) exceeds this multiple of ``M``; 0: off.
+    reference : callable, optional
+        ``(base arrays, version) -> reference update``: the server's own update from an
+        update's base (trained on a root dataset, as FLTrust); each version's made once.
+    trust : float (default: -0.5)
+        With a ``reference``: refuse an update whose cosine with it is at most ``trust``; one
+        below ``AGREE`` is down-weighted (``guard_root.doubted``).
     """
 
     def __init__(
@@ -107,14 +130,18 @@ class UpdateGuard:
         window: int = 50,
         quorum: int = QUORUM,
         direction: float = DIRECTION,
+        reference: Reference | None = None,
+        trust: float = TRUST,
     ) -> None:
-        self.factor = _factor(factor)
+        self.factor = guard_factor(factor)
         self.mode = check_choice("mode", mode, MODES)
         self.window = check_int("window", window, minimum=1)
         self.quorum = check_int("quorum", quorum, minimum=1)
         if self.quorum > self.window:
             raise InvalidArgument(f"quorum must be at most window ({self.window}), got {quorum}")
         self.direction = float(check_number("direction", direction, minimum=0))
+        self.root = None if reference is None else ReferenceCache(reference)
+        self.trust = float(check_number("trust", trust, minimum=-1, maximum=1))
         self.reset()
 
     @classmethod
@@ -144,6 +171,8 @@ class UpdateGuard:
         self._heard: set[int] = set()
         self._queued: list[Verdict] = []
         """The verdicts given at the opening to updates not applied yet, in order."""
+        if self.root is not None:
+            self.root.clear()  # versions start over from another model
 
     def begin(self, num_nodes: int) -> None:
         """A run starts with ``num_nodes`` nodes: the quorum is at most that many."""
@@ -165,29 +194,40 @@ class UpdateGuard:
             check_update(update, model, max_staleness=None, base_required=False)
         except Rejected:
             return None
-        floats = _floats(update.delta)
-        norm = math.sqrt(squared_norm(floats))  # inf when float32 overflows on finite values
-        if math.isnan(norm) or math.isinf(norm) and not all_finite(floats):
+        arrays = floats(update.delta)
+        norm = math.sqrt(squared_norm(arrays))  # inf when float32 overflows on finite values
+        if math.isnan(norm) or math.isinf(norm) and not all_finite(arrays):
             return None
         return norm
 
-    def check(self, update: ClientUpdate, model: Sequence[np.ndarray]) -> Verdict:
-        """Judge ``update`` as it arrives: its norm votes, then it is held (quorum not met),
-        refused, clipped or passed."""
+    def check(
+        self,
+        update: ClientUpdate,
+        model: Sequence[np.ndarray],
+        base: tuple[Sequence[np.ndarray], int] | None = None,
+    ) -> Verdict:
+        """Judge ``update`` as it arrives, made from ``base`` (its model and version; None:
+        not known): its norm votes, then it is held (quorum not met), refused, clipped or
+        passed."""
         norm = self.measure(update, model)
         node = update.node_id
         if norm is None:
             return PASS
         if norm == 0:
             return Verdict(norm, 0.0, NO_UPDATE, node)
+        root = None
+        if self.root is not None and base is not None:  # judged against its own base's
+            root = self.root.cosine(floats(update.delta), norm, *base)
         if not self._opened:
-            return Verdict(norm, node=node, hold=True)
+            return Verdict(norm, node=node, hold=True, cosine=root)
         median = self._votes.median()
         if median is not None and norm <= FLOOR * median:
             return Verdict(norm, 0.0, NO_UPDATE, node, median=median)
         self._votes.cast(node, norm)
         median = self._votes.median()
-        cosine = self._direction.cosine(_floats(update.delta), norm, median, len(self._votes))
+        if root is not None:
+            return self._judge(norm, node, median, None, root)
+        cosine = self._direction.cosine(floats(update.delta), norm, median, len(self._votes))
         return self._judge(norm, node, median, cosine)
 
     def heard(self, node: int) -> None:
@@ -200,19 +240,25 @@ class UpdateGuard:
         that may still vote (``may_vote``) has been heard from."""
         return len(set(held)) >= self._needed or all(n in self._heard for n in may_vote)
 
-    def open(self, held: Sequence[tuple[ClientUpdate, float]]) -> list[Verdict]:
+    def open(
+        self,
+        held: Sequence[tuple[ClientUpdate, float]],
+        roots: Sequence[float | None] | None = None,
+    ) -> list[Verdict]:
         """Open the guard with the held ``(update, norm)`` pairs, in arrival order: they vote,
-        and each is judged against ``M`` and the mean of the others' (capped) directions."""
+        and each is judged against ``M`` and its held verdict's cosine with the reference
+        (``roots``), else the mean of the others' (capped) directions."""
+        roots = list(roots) if roots is not None else [None] * len(held)
         self._opened, self._heard = True, set()
         first = np.median([n for _, n in held]) if held else 0.0
         voters = [(u, n) for u, n in held if n > FLOOR * first]
         for update, norm in voters:
             self._votes.cast(update.node_id, norm)
         median = self._votes.median() or 0.0
-        capped = [_scaled(_floats(u.delta), min(1.0, median / n)) for u, n in voters]
-        total = _sum(capped)
+        capped = [scaled(floats(u.delta), min(1.0, median / n)) for u, n in voters]
+        total = summed(capped)
         verdicts, k = [], 0
-        for update, norm in held:
+        for (update, norm), root in zip(held, roots, strict=True):
             if norm <= FLOOR * first:
                 verdicts.append(Verdict(norm, 0.0, NO_UPDATE, update.node_id, median=median))
                 continue
@@ -221,8 +267,8 @@ class UpdateGuard:
             size = math.sqrt(dot(others, others))
             cosine = None
             if coherent(size / max(1, len(voters) - 1), len(voters) - 1, median):
-                cosine = dot(_floats(update.delta), others) / (norm * size)
-            verdicts.append(self._judge(norm, update.node_id, median, cosine))
+                cosine = dot(floats(update.delta), others) / (norm * size)
+            verdicts.append(self._judge(norm, update.node_id, median, cosine, root))
         self._queued = list(verdicts)
         return verdicts
 
@@ -248,7 +294,7 @@ class UpdateGuard:
         if verdict.norm is None or verdict.median is None or verdict.scale < 1:
             return  # a clipped update's direction is not evidence
         cap = min(1.0, verdict.median / (verdict.norm * verdict.scale))
-        self._direction.add(_floats(delta), verdict.node, cap, len(self._votes))
+        self._direction.add(floats(delta), verdict.node, cap, len(self._votes))
 
     def note(self, node: int, *, accepted: bool, refused: bool) -> None:
         """Count one decided reply of ``node`` for the one-node stop (``one_node``)."""
@@ -277,7 +323,10 @@ class UpdateGuard:
             "needed": self._needed,
             "heard": sorted(self._heard),
             "suspects": sorted(self._suspects),
-            "queued": [[v.node, v.norm, v.scale, v.reason, v.median] for v in self._queued],
+            "queued": [
+                [v.node, v.norm, v.scale, v.reason, v.median, v.cosine, v.doubted]
+                for v in self._queued
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -298,29 +347,40 @@ class UpdateGuard:
         self._opened, self._needed = bool(state["opened"]), int(state["needed"])
         self._heard = {int(n) for n in state["heard"]}
         self._suspects = {int(n) for n in state["suspects"]}
+        # Verdicts saved before the root set's reference have five fields: no cosine, no doubt.
+        saved = ([*v, None, False] if len(v) == 5 else v for v in state["queued"])
         self._queued = [
-            Verdict(norm, scale, reason, node, median=median)
-            for node, norm, scale, reason, median in state["queued"]
+            Verdict(norm, scale, reason, node, median=median, cosine=cosine, doubted=bool(doubt))
+            for node, norm, scale, reason, median, cosine, doubt in saved
         ]
 
     def hyperparameters(self) -> dict[str, Any]:
         """The guard's settings, for logs and the run's description."""
-        return {
-            "factor": self.factor,
-            "mode": self.mode,
-            "window": self.window,
-            "quorum": self.quorum,
-            "direction": self.direction,
-        }
+        found = {"factor": self.factor, "mode": self.mode, "window": self.window}
+        found.update(quorum=self.quorum, direction=self.direction)
+        if self.root is not None:
+            found.update(reference=self.root.reference, trust=self.trust)
+        return found
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
         return f"UpdateGuard({args})"
 
-    def _judge(self, norm: float, node: int, median: float, cosine: float | None) -> Verdict:
-        """Refuse an update against the aggregate by more than ``direction * M``; clip it above
+    def _judge(
+        self, norm: float, node: int, median: float, cosine: float | None, root: float | None = None
+    ) -> Verdict:
+        """Refuse an update at most ``trust`` in cosine with the reference (``root``), or,
+        without one, against the aggregate by more than ``direction * M``; clip it above
         ``factor * M`` (``M`` for a suspect node), refuse it above ``max(REFUSE, factor) * M``
         (``"reject"``: above ``factor * M``)."""
+        if root is not None:
+            if root <= self.trust:
+                return Verdict(norm, 0.0, WRONG_DIRECTION, node, median=median, cosine=root)
+            verdict = replace(self._sized(norm, node, median, self.factor * median), cosine=root)
+            cap = doubted(root, self.trust) * median
+            if verdict.refused or norm * verdict.scale <= cap:
+                return verdict
+            return replace(verdict, scale=cap / norm, doubted=True)
         limit = (1.0 if node in self._suspects else self.factor) * median
         against = 0.0 if cosine is None else -cosine * min(norm, limit)
         if self.direction and against > self.direction * median:
@@ -329,47 +389,12 @@ class UpdateGuard:
         if cosine is not None:
             self._suspects.discard(node)  # judged by a coherent aggregate, and passed
             limit = self.factor * median
+        return self._sized(norm, node, median, limit)
+
+    def _sized(self, norm: float, node: int, median: float, limit: float) -> Verdict:
+        """Pass an update of norm at most ``limit``, else clip or refuse it (``mode``)."""
         if norm <= limit:
             return Verdict(norm, node=node, median=median)
         if self.mode == "reject" or norm > max(REFUSE, self.factor) * median:
             return Verdict(norm, 0.0, TOO_LARGE, node, median=median)
         return Verdict(norm, limit / norm, node=node, median=median)
-
-
-def clip(arrays: Sequence[np.ndarray], scale: float) -> list[np.ndarray]:
-    """``arrays`` with their floating ones multiplied by ``scale`` (new arrays of the same
-    dtype; the others as they are)."""
-    return [(a * scale).astype(a.dtype, copy=False) if a.dtype.kind == "f" else a for a in arrays]
-
-
-def _floats(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return [a for a in arrays if a.dtype.kind == "f"]
-
-
-def _scaled(arrays: list[np.ndarray], scale: float) -> list[np.ndarray]:
-    return [np.multiply(a, np.float32(scale), dtype=np.float32) for a in arrays]
-
-
-def _sum(lists: list[list[np.ndarray]]) -> list[np.ndarray]:
-    if not lists:
-        return []
-    total = [a.copy() for a in lists[0]]
-    for arrays in lists[1:]:
-        for t, a in zip(total, arrays, strict=True):
-            t += a
-    return total
-
-
-def _factor(value: float | None) -> float | None:
-    """A checked ``factor``: None for off (None or 0), else a number >= 1."""
-    if value is None:
-        return None
-    check_number("factor", value, minimum=0)
-    if value == 0:
-        return None
-    if value < 1:
-        raise InvalidArgument(
-            f"factor must be 0 or None (off) or a number >= 1 (a multiple of the median), "
-            f"got {value!r}"
-        )
-    return float(value)

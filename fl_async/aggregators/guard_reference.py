@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 
 from fl_async.aggregators.kernels import run_chunked
+from fl_async.validation import InvalidArgument, check_number
 
 COHERENCE: Final = 2.0
 """``m`` judges directions once ``|m̂| sqrt(k) >= COHERENCE * M`` (``k`` the effective number
@@ -170,3 +171,45 @@ class SoleNode:
         node, *counts = saved
         self.stretch, self.refused, self.accepted = (int(c) for c in counts)
         self.node = None if node is None else int(node)
+
+
+def clip(arrays: Sequence[np.ndarray], scale: float) -> list[np.ndarray]:
+    """``arrays`` with their floating ones multiplied by ``scale`` (new arrays of the same
+    dtype; the others as they are)."""
+    return [(a * scale).astype(a.dtype, copy=False) if a.dtype.kind == "f" else a for a in arrays]
+
+
+def floats(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The floating arrays of ``arrays`` (the others are counters, not directions)."""
+    return [a for a in arrays if a.dtype.kind == "f"]
+
+
+def scaled(arrays: list[np.ndarray], scale: float) -> list[np.ndarray]:
+    """New float32 arrays: ``arrays`` times ``scale``."""
+    return [np.multiply(a, np.float32(scale), dtype=np.float32) for a in arrays]
+
+
+def summed(lists: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """The arraywise sum of aligned lists of arrays (new arrays; [] for none)."""
+    if not lists:
+        return []
+    total = [a.copy() for a in lists[0]]
+    for arrays in lists[1:]:
+        for t, a in zip(total, arrays, strict=True):
+            t += a
+    return total
+
+
+def guard_factor(value: float | None) -> float | None:
+    """A checked ``factor``: None for off (None or 0), else a number >= 1."""
+    if value is None:
+        return None
+    check_number("factor", value, minimum=0)
+    if value == 0:
+        return None
+    if value < 1:
+        raise InvalidArgument(
+            f"factor must be 0 or None (off) or a number >= 1 (a multiple of the median), "
+            f"got {value!r}"
+        )
+    return float(value)

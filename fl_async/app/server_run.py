@@ -26,6 +26,7 @@ from torch import nn
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
 from fl_async.app.results import STARTED_AT, history_of, write_results
+from fl_async.app.root_reference import root_reference
 from fl_async.app.run_status import FAILED, ended, finished, write_run_status
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
@@ -36,6 +37,7 @@ from fl_async.extras import require
 from fl_async.models import get_weights, set_weights
 from fl_async.partitioning import count_matrix
 from fl_async.protocol import to_record
+from fl_async.scheduling import VirtualClock
 from fl_async.strategies import AsyncResult, AsyncStrategy
 from fl_async.tracking import log_run, require_backend
 
@@ -91,8 +93,7 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     parts = config.data.split(labels, config.num_nodes, owners=data.owners)
     counts = count_matrix(labels, parts)
     clock = make_clock(config, counts)
-    flower = config.strategy == FLOWER_FEDAVG
-    strategy = None if flower else build_strategy(config, clock=clock, output=output)
+    strategy = _strategy(config, data, clock, output)
     model = new_model(config.data, data, seed=config.seed)
     _log_start(config, data, output)
     if strategy is not None and strategy.checkpoint_dir is not None:
@@ -124,6 +125,17 @@ def run(grid: Grid, config: AppConfig, output: Path | None = None) -> Path:
     # Last: how the run ended, for the launcher and fl-async bench (run_status).
     write_run_status(output, finished(history, paths))
     return output
+
+
+def _strategy(
+    config: AppConfig, data: RunData, clock: VirtualClock | None, output: Path
+) -> AsyncStrategy | None:
+    """The run's strategy (None for Flower's own FedAvg); its guard, when on, judges updates
+    against the root set's reference (``guard.root-examples``)."""
+    if config.strategy == FLOWER_FEDAVG:
+        return None
+    reference = root_reference(config, data) if config.values["guard.factor"] else None
+    return build_strategy(config, clock=clock, output=output, reference=reference)
 
 
 def _log_end(history: dict[str, Any], result: AsyncResult, paths: list[Path]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fl_async.aggregators.guard_root import Reference
 from fl_async.app.config import AppConfig
 from fl_async.scheduling import VirtualClock, ranking_by_classes
 from fl_async.strategies import PRESETS, AsyncStrategy, UpdateGuard
@@ -37,9 +38,14 @@ def make_clock(config: AppConfig, counts: np.ndarray) -> VirtualClock | None:
 
 
 def build_strategy(
-    config: AppConfig, *, clock: VirtualClock | None, output: Path | None = None
+    config: AppConfig,
+    *,
+    clock: VirtualClock | None,
+    output: Path | None = None,
+    reference: Reference | None = None,
 ) -> AsyncStrategy:
-    """The preset ``config.strategy`` with its hyperparameters and the run's settings."""
+    """The preset ``config.strategy`` with its hyperparameters and the run's settings; its
+    guard judges updates by ``reference`` where given (the root dataset's, ``root_reference``)."""
     checkpoint_dir = None
     if config.checkpoint_every is not None:
         if output is None:
@@ -57,7 +63,7 @@ def build_strategy(
             checkpoint_every=config.checkpoint_every,
             federated_evaluation=config.federated_evaluation,
             seed=config.seed,
-            guard=_guard(config),
+            guard=_guard(config, reference),
             weight_cap=float(config.values["weight-cap"]) or None,
             send_ahead=int(config.values["send-ahead"]) or None,
             identify_nodes=AT_ONCE,  # fl-async's own ClientApp answers the query
@@ -66,7 +72,7 @@ def build_strategy(
         raise ValueError(f"run config for strategy {config.strategy!r}: {error}") from error
 
 
-def _guard(config: AppConfig) -> UpdateGuard:
+def _guard(config: AppConfig, reference: Reference | None) -> UpdateGuard:
     """The update guard of the ``guard.*`` keys (``guard.factor = 0``: off)."""
     values = config.values
     return UpdateGuard(
@@ -75,4 +81,6 @@ def _guard(config: AppConfig) -> UpdateGuard:
         window=int(values["guard.window"]),
         quorum=int(values["guard.quorum"]),
         direction=float(values["guard.direction"]),
+        reference=reference,
+        trust=float(values["guard.trust"]),
     )

@@ -92,6 +92,15 @@ def load_run_data(spec: DataSpec, num_nodes: int) -> RunData:
     )
 
 
+def pooled_train(spec: DataSpec, num_nodes: int) -> Examples:
+    """The run's whole training set over ``num_nodes`` nodes: every node's examples pooled
+    (Synthetic: every device's), what the ServerApp's root sample is drawn from."""
+    synthetic = synthetic_of(spec, num_nodes)
+    if synthetic is not None:
+        return synthetic.load().train
+    return cached_dataset(spec.dataset, spec.root, spec.owner_column).train
+
+
 @functools.lru_cache(maxsize=1)
 def _synthetic_server_data(synthetic: Synthetic) -> tuple[np.ndarray, Examples]:
     return synthetic.labels_and_test()

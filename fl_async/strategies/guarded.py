@@ -15,7 +15,8 @@ import numpy as np
 from flwr.app import MetricRecord
 
 from fl_async.aggregators import ClientUpdate, Outcome, UpdateGuard
-from fl_async.aggregators.guard import REFUSALS, Verdict, clip
+from fl_async.aggregators.guard import REFUSALS, Verdict
+from fl_async.aggregators.guard_reference import clip
 from fl_async.protocol import Reply
 from fl_async.scheduling import DispatchPolicy
 from fl_async.strategies.checkpoint import SavedTask
@@ -41,6 +42,8 @@ class HeldReply:
     duration: float
     arrival: float
     """The wall time the reply came at (its record's ``wall-time``)."""
+    cosine: float | None = None
+    """Its cosine with the guard's reference update of its base (None: not judged by one)."""
 
 
 class GuardGate:
@@ -75,10 +78,11 @@ class GuardGate:
         """Hold ``update`` while the guard waits for its quorum, else apply it as judged."""
         verdict = self.guard.take_queued(update.node_id)  # judged at the opening: a resume
         if verdict is None:
-            verdict = self.guard.check(update, self.run.rule.params)
+            verdict = self.guard.check(update, self.run.rule.params, (base, task.base_version))
         if not verdict.hold:
             return self._conclude(update, verdict, task, reply, duration, arrival)
-        self.held.append(HeldReply(task, base, update, verdict.norm, reply, duration, arrival))
+        held = HeldReply(task, base, update, verdict.norm, reply, duration, arrival, verdict.cosine)
+        self.held.append(held)
         node = self.run.registry.get(task.node_id)
         if node is not None:
             self.run.registry.set_busy(node, True)  # no new task until the guard opens
@@ -98,7 +102,7 @@ class GuardGate:
         Whether any was held."""
         held, self.held = self.held, []
         if held:
-            self.guard.open([(h.update, h.norm) for h in held])
+            self.guard.open([(h.update, h.norm) for h in held], [h.cosine for h in held])
             self.queue.extend(held)
         return bool(held)
 
@@ -149,6 +153,8 @@ class GuardGate:
             "virtual-time": run.order.now,
             "wall-time": run.recorder.wall_at(arrival),
             **({} if norm is None else {"update-norm": norm}),
+            **({} if verdict.cosine is None else {"reference-cosine": verdict.cosine}),
+            **({"guard-scale": verdict.scale} if verdict.doubted else {}),
         }
         return run.recorder.reply(values, accepted=outcome.accepted)
 
@@ -179,12 +185,13 @@ class GuardGate:
         guard says so (a ``clipped`` fault)."""
         if verdict.refused:
             return self.run.rule.refuse(update, verdict.reason)
-        if verdict.scale < 1.0:
+        if verdict.scale < 1.0 and not verdict.doubted:  # a doubted update is no fault of size
             self.run.recorder.fault(
                 "clipped",
                 f"node {task.node_id} (stable id {task.stable_id}): "
                 f"update norm scaled by {verdict.scale:.3g}",
             )
+        if verdict.scale < 1.0:
             update = replace(update, delta=clip(update.delta, verdict.scale))
         outcome = self.run.rule.apply(update)
         if outcome.accepted:
