@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final, Literal, get_args
 
 import numpy as np
 
-from fl_async.aggregators.kernels import Arrays, all_finite, run_chunked
+from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked
 from fl_async.aggregators.staleness import Constant, StalenessFn, resolve_staleness
 from fl_async.aggregators.updates import ClientUpdate, Rejected, check_update, norm_bound
 from fl_async.validation import InvalidArgument, check_int
@@ -300,6 +300,27 @@ class Aggregator(abc.ABC):
         del self._spare[name]
         if replacement is not None:
             self._spare[name] = replacement
+
+    def _checked_copy(
+        self, free: list[Arrays], delta: Arrays, base: Arrays | None, weight: float | None = None
+    ) -> Arrays:
+        """A copy of ``delta`` (times ``weight`` when given) in a slot reused from ``free`` (or a
+        new one), checked finite; when it is not, the slot goes back to ``free`` and the update
+        is ``Rejected``."""
+        slot = free.pop() if free else self._zeros()
+
+        def kernel(s: np.ndarray, d: np.ndarray) -> float:
+            if weight is None:
+                np.copyto(s, d)
+            else:
+                np.multiply(d, weight, out=s)
+            return probe(s)
+
+        total = run_chunked(kernel, slot, delta)
+        if not (math.isfinite(total) or all_finite(slot)):
+            free.append(slot)
+            raise Rejected(self._blame(delta, base))
+        return slot
 
     @staticmethod
     def _blame(delta: Arrays, base: Arrays | None) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, STEPPED, Aggregator, Status
-from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.kernels import Arrays, probe, subtract_scaled
 from fl_async.aggregators.optimizers import Momentum
 from fl_async.aggregators.robust import MEAN, TRIM, check_combine, combine_chunk
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
@@ -153,17 +152,7 @@ class FedBuff(Aggregator):
 
     def _hold(self, delta: Arrays, base: Arrays | None, weight: float) -> None:
         """Hold a checked copy of ``s(tau) * delta`` in a reused slot."""
-        slot = self._free.pop() if self._free else self._zeros()
-
-        def kernel(s, d) -> float:
-            np.multiply(d, weight, out=s)
-            return probe(s)
-
-        total = run_chunked(kernel, slot, delta)
-        if not (math.isfinite(total) or all_finite(slot)):
-            self._free.append(slot)
-            raise Rejected(self._blame(delta, base))
-        self._items.append(slot)
+        self._items.append(self._checked_copy(self._free, delta, base, weight))
 
     def _rule_state(self) -> dict[str, Any]:
         momentum = self._acc.get("m")

@@ -14,15 +14,14 @@ the plan): it groups nodes so that they arrive together, and says when a group i
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any, Protocol
 
 import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, Aggregator, Status
-from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked
+from fl_async.aggregators.kernels import Arrays, probe, run_chunked
 from fl_async.aggregators.staleness import Polynomial, StalenessFn
-from fl_async.aggregators.updates import ClientUpdate, Rejected
+from fl_async.aggregators.updates import ClientUpdate
 from fl_async.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -102,16 +101,7 @@ class FedCompass(Aggregator):
     def _step(
         self, update: ClientUpdate, delta: Arrays, base: Arrays | None, weight: float
     ) -> Status:
-        slot = self._free.pop() if self._free else self._zeros()
-
-        def kernel(s, d) -> float:
-            np.copyto(s, d)
-            return probe(s)
-
-        total = run_chunked(kernel, slot, delta)
-        if not (math.isfinite(total) or all_finite(slot)):
-            self._free.append(slot)
-            raise Rejected(self._blame(delta, base))
+        slot = self._checked_copy(self._free, delta, base)
         old = self._held.pop(update.node_id, None)
         if old is not None:
             self._free.append(old[1])

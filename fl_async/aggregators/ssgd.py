@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import numpy as np
 
 from fl_async.aggregators.base import HELD, MODEL, Aggregator, Status
-from fl_async.aggregators.kernels import Arrays, all_finite, probe, run_chunked, subtract_scaled
+from fl_async.aggregators.kernels import Arrays, probe, run_chunked, subtract_scaled
 from fl_async.aggregators.robust import MEAN, TRIM, check_combine, combine_chunk
 from fl_async.aggregators.updates import ClientUpdate, Rejected
 from fl_async.validation import check_number
@@ -84,16 +83,7 @@ class SSGD(Aggregator):
         """Put a checked copy of the update's delta, in a reused slot, into ``bucket``."""
         if update.node_id in bucket:
             raise Rejected("duplicate")
-        slot = self._free.pop() if self._free else self._zeros()
-
-        def kernel(s, d) -> float:
-            np.copyto(s, d)
-            return probe(s)
-
-        total = run_chunked(kernel, slot, delta)
-        if not (math.isfinite(total) or all_finite(slot)):
-            self._free.append(slot)
-            raise Rejected(self._blame(delta, base))
+        slot = self._checked_copy(self._free, delta, base)
         bucket[update.node_id] = (int(update.num_examples), slot)
 
     def _aggregate(self) -> bool:
