@@ -52,19 +52,12 @@ class RootReference:
         """The reference update of the model ``base`` made at server step ``version``."""
         limit_torch_threads(self.threads)
         set_weights(self.model, base)
-        spec = self.spec
         words = [ROOT_SEED, self.seed, version]
-        training.train(
+        training.train_task(
             self.model,
             self.data,
             self.index,
-            epochs=spec.epochs,
-            steps=spec.steps,
-            batch_size=spec.batch_size,
-            lr=spec.lr,
-            momentum=spec.momentum,
-            weight_decay=spec.weight_decay,
-            proximal_mu=spec.proximal_mu,
+            self.spec,
             device=self.device,
             seed=int(np.random.SeedSequence(words).generate_state(1)[0]),
         )

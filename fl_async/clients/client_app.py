@@ -61,17 +61,11 @@ def train(msg: Message, context: Context) -> Message:
     task = _config_of(msg)
     spec = TrainSpec.from_configs(task, run_config)
     keys, model = _received_model(msg, node.data, run_config)
-    metrics = training.train(
+    metrics = training.train_task(
         model,
         node.data.train,
         node.train_index,
-        epochs=spec.epochs,
-        steps=spec.steps,
-        batch_size=spec.batch_size,
-        lr=spec.lr,
-        momentum=spec.momentum,
-        weight_decay=spec.weight_decay,
-        proximal_mu=spec.proximal_mu,
+        spec,
         device=_device(context, run_config),
         seed=_task_seed(task, run_config, node.partition_id),
     )

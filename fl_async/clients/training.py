@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -13,6 +14,9 @@ from torch.nn import functional
 from fl_async.clients.sgd import LocalSGD
 from fl_async.data import Examples, Indices, as_index, iter_batches
 from fl_async.validation import InvalidArgument
+
+if TYPE_CHECKING:
+    from fl_async.config import TrainSpec
 
 
 def train(
@@ -102,6 +106,33 @@ def _fit(
         processed += len(y)
         taken += 1
     return float(loss_sum) / processed, int(correct) / processed, processed, taken
+
+
+def train_task(
+    model: nn.Module,
+    data: Examples,
+    indices: Indices | None,
+    spec: TrainSpec,
+    *,
+    device: torch.device | str | None,
+    seed: int,
+) -> dict[str, float | int]:
+    """``train`` with one task's settings ``spec``, as a node trains its task (and the server
+    its root set's reference update)."""
+    return train(
+        model,
+        data,
+        indices,
+        epochs=spec.epochs,
+        steps=spec.steps,
+        batch_size=spec.batch_size,
+        lr=spec.lr,
+        momentum=spec.momentum,
+        weight_decay=spec.weight_decay,
+        proximal_mu=spec.proximal_mu,
+        device=device,
+        seed=seed,
+    )
 
 
 @torch.no_grad()
