@@ -15,10 +15,17 @@ def _identity():
         yield
 
 
-def run(strategy, nodes, *, delay_seed=0, num_rounds=3, **kwargs):
-    grid = FakeGrid(nodes, delay_seed=delay_seed)
+def run(strategy, nodes, *, delay_seed=0, max_delay=3, num_rounds=3, train_config=TRAIN, **kwargs):
+    """``strategy.start`` on an in-memory grid of ``nodes`` (replies released after up to
+    ``max_delay`` pulls, drawn from ``delay_seed``); the result and the grid."""
+    grid = FakeGrid(nodes, delay_seed=delay_seed, max_delay=max_delay)
     result = strategy.start(
-        grid, initial_arrays(), num_rounds=num_rounds, timeout=5, train_config=TRAIN, **kwargs
+        grid,
+        initial_arrays(),
+        num_rounds=num_rounds,
+        timeout=5,
+        train_config=train_config,
+        **kwargs,
     )
     return result, grid
 

@@ -3,8 +3,8 @@
 
 import numpy as np
 import pytest
-from fakegrid import FakeGrid, QuadraticNode, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord
+from fakegrid import QuadraticNode, quadratic_fleet, task_identity
+from strategy_loop import run
 
 from fl_async.strategies import CA2FL, FADAS, MIFA
 
@@ -22,13 +22,7 @@ class FlakyNode(QuadraticNode):
 
 def _start(strategy, nodes, rounds=4):
     with task_identity():
-        return strategy.start(
-            FakeGrid(nodes, max_delay=0),
-            initial_arrays(),
-            num_rounds=rounds,
-            timeout=5,
-            train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
-        )
+        return run(strategy, nodes, max_delay=0, num_rounds=rounds)[0]
 
 
 @pytest.mark.parametrize(

@@ -9,16 +9,14 @@ import pytest
 from bench_fakes import FakeLaunch, parse
 from fakegrid import (
     Crash,
-    FakeGrid,
     QuadraticNode,
     crash_at,
-    initial_arrays,
     quadratic_fleet,
     task_identity,
 )
 from flwr.app import ConfigRecord
 from memory_app import run_in_memory
-from strategy_loop import history
+from strategy_loop import history, run
 
 from fl_async.aggregators import ClientUpdate
 from fl_async.aggregators import FedCompass as FedCompassRule
@@ -110,14 +108,8 @@ class Recording:
 
 def _start(strategy, nodes, **kwargs):
     with task_identity():
-        return strategy.start(
-            FakeGrid(nodes, max_delay=0),
-            initial_arrays(),
-            num_rounds=6,
-            timeout=5,
-            train_config=ConfigRecord({"local-steps": 2, "lr": 0.05}),
-            **kwargs,
-        )
+        train = ConfigRecord({"local-steps": 2, "lr": 0.05})
+        return run(strategy, nodes, max_delay=0, num_rounds=6, train_config=train, **kwargs)[0]
 
 
 def test_the_preset_sends_each_task_its_steps_and_steps_by_group():

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from fakegrid import Crash, FakeGrid, crash_at, initial_arrays, quadratic_fleet, task_identity
-from flwr.app import ConfigRecord
+from fakegrid import Crash, crash_at, quadratic_fleet, task_identity
+from strategy_loop import run
 from test_poisoned_node import ATTACKER, ATTACKS, PoisonedNode
 
 from fl_async.aggregators import SSGD, ClientUpdate, FedBuff, UpdateGuard
@@ -173,14 +173,7 @@ def test_every_preset_takes_the_guard_and_is_guarded_by_default():
 
 def _start(strategy, nodes, evaluate_fn=None):
     with task_identity():
-        return strategy.start(
-            FakeGrid(nodes, max_delay=0),
-            initial_arrays(),
-            num_rounds=6,
-            timeout=5,
-            train_config=ConfigRecord({"local-steps": 2, "lr": 0.3}),
-            evaluate_fn=evaluate_fn,
-        )
+        return run(strategy, nodes, max_delay=0, num_rounds=6, evaluate_fn=evaluate_fn)[0]
 
 
 def _poisoned_fleet():
