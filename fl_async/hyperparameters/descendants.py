@@ -14,7 +14,7 @@ from fl_async.hyperparameters.declaration import (
     Hyper,
     choice,
 )
-from fl_async.hyperparameters.presets import CACHE_DIR, CACHE_MEMORY, MAX_STALENESS
+from fl_async.hyperparameters.presets import BUFFER_SIZE, CACHE_DIR, CACHE_MEMORY, MAX_STALENESS
 
 MIFA = Declaration(
     name="mifa",
@@ -44,7 +44,7 @@ CA2FL = Declaration(
     dispatch="asynchronous",
     auto="`buffer_size = min(10, N)`",
     hypers=(
-        Hyper("buffer_size", AUTO, INTEGER_OR_AUTO, 'updates per step, >= 1; "auto": `min(10, N)`'),
+        BUFFER_SIZE,
         Hyper("lr", 1.0, NUMBER, "the server step"),
         MAX_STALENESS,
         CACHE_MEMORY,

@@ -35,6 +35,10 @@ MAX_STALENESS = Hyper(
     "max_staleness", None, INTEGER, "updates staler than this are refused; default: no bound"
 )
 """The bound every rule takes: staler updates are refused."""
+BUFFER_SIZE = Hyper(
+    "buffer_size", AUTO, INTEGER_OR_AUTO, 'updates per step, >= 1; "auto": `min(10, N)`'
+)
+"""The buffer of FedBuff and CA2FL: how many updates make a step."""
 CACHE_MEMORY = Hyper(
     "cache_memory",
     None,
@@ -169,7 +173,7 @@ FEDBUFF = Declaration(
     dispatch="asynchronous",
     auto="`buffer_size = min(10, N)` (`lr = 2`)",
     hypers=(
-        Hyper("buffer_size", AUTO, INTEGER_OR_AUTO, 'updates per step, >= 1; "auto": `min(10, N)`'),
+        BUFFER_SIZE,
         Hyper("lr", 2.0, NUMBER, "the server step (the claims study's tuned point)"),
         Hyper("server_momentum", 0.0, NUMBER, "the server's momentum, in [0, 1)"),
         STALENESS,
