@@ -29,8 +29,7 @@ from fl_async.aggregators.guard_reference import (
     Direction,
     SoleNode,
     Votes,
-    coherent,
-    dot,
+    cosine_with_others,
     floats,
     guard_factor,
     scaled,
@@ -262,12 +261,11 @@ class UpdateGuard:
             if norm <= FLOOR * first:
                 verdicts.append(Verdict(norm, 0.0, NO_UPDATE, update.node_id, median=median))
                 continue
-            others = [t - c for t, c in zip(total, capped[k], strict=True)]
-            k += 1
-            size = math.sqrt(dot(others, others))
-            cosine = None
-            if coherent(size / max(1, len(voters) - 1), len(voters) - 1, median):
-                cosine = dot(floats(update.delta), others) / (norm * size)
+            mine, k = capped[k], k + 1
+            cosine = None  # judged by its reference where it has one, not by the aggregate
+            if root is None:
+                delta = floats(update.delta)
+                cosine = cosine_with_others(delta, norm, total, mine, len(voters), median)
             verdicts.append(self._judge(norm, update.node_id, median, cosine, root))
         self._queued = list(verdicts)
         return verdicts

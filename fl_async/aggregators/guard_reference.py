@@ -139,6 +139,24 @@ def coherent(size: float, count: float, median: float) -> bool:
     return math.isfinite(size) and size > 0 and size * math.sqrt(count) >= COHERENCE * median
 
 
+def cosine_with_others(
+    update: Sequence[np.ndarray],
+    norm: float,
+    total: Sequence[np.ndarray],
+    mine: Sequence[np.ndarray],
+    voters: int,
+    median: float,
+) -> float | None:
+    """The cosine of an update (floating arrays ``update``, norm ``norm``) with the sum of the
+    other voters' capped updates (``total`` less its own, ``mine``); None unless that sum is
+    ``coherent``."""
+    others = [t - c for t, c in zip(total, mine, strict=True)]
+    size = math.sqrt(dot(others, others))
+    if not coherent(size / max(1, voters - 1), voters - 1, median):
+        return None
+    return dot(update, others) / (norm * size)
+
+
 class SoleNode:
     """The stretch of decided replies since an update of a node other than ``node`` was
     accepted: its length, the guard's refusals of other nodes in it, ``node``'s acceptances."""
