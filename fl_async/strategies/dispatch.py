@@ -113,7 +113,7 @@ class Dispatcher:
         seed = int(
             np.random.SeedSequence([self.seed, node.stable_id, node.tasks]).generate_state(1)[0]
         )
-        own = {**run.train_config, **self.task_config}
+        own = self.training_settings()
         settings = self.policy.task_settings(node.stable_id, run.order.dispatch_time(), own)
         examples = self.examples_for(node, settings)
         start, finish = run.order.timing(
@@ -143,19 +143,22 @@ class Dispatcher:
         """A task's config: the training settings (the policy's ``settings`` last) and what
         identifies the task."""
         return {
-            **self.run.train_config,
-            **self.task_config,
-            **(settings or {}),
+            **self.training_settings(settings),
             "server-step": version,
             "server-round": version + 1,
             "task-seed": seed,
             "iteration": iteration,
         }
 
+    def training_settings(self, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A task's training settings: the run's, the preset's own (``task_config``) over them,
+        and the policy's ``settings`` last."""
+        return {**self.run.train_config, **self.task_config, **(settings or {})}
+
     def examples_for(self, node: Node, settings: dict[str, Any] | None = None) -> int:
         """Examples the next task processes: last ``num-examples`` x local epochs (or local
         steps x batch size), the policy's ``settings`` over the run's."""
-        config = {**self.run.train_config, **self.task_config, **(settings or {})}
+        config = self.training_settings(settings)
         if int(config.get("local-steps", 0)) > 0:
             return int(config["local-steps"]) * int(config.get("batch-size", 32))
         examples = self.run.registry.examples(node)  # capped: a claim cannot stall the clock
