@@ -1,4 +1,11 @@
-"""``fl-async bench`` end to end: a tiny suite through the launcher and Flower's simulation."""
+"""``fl-async bench`` end to end through Flower's simulation: a tiny suite made in one simulation
+(the study engine), two runs at a time, every run with its own record and status; then a sweep
+that starts from its runs, and one sweep point made again in a simulation of its own.
+
+One test and three launches, for what were two tests and four launches: a launch costs about
+20 CPU-seconds of start-up on two cores, the same whatever runs it makes. That a study's run has
+the record of the same run made alone is also checked for every run of a suite in-process, in
+tests/test_study.py."""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench_fakes import WALL_CLOCK, without
+from bench_fakes import WALL_CLOCK, pop_provenance, without
 from idx_files import make_idx_set
 
 from fl_async.bench.grid import derive_grid
@@ -16,17 +23,17 @@ from fl_async.bench.records import load_records
 from fl_async.cli import main
 
 
-def tiny(root: Path) -> list[str]:
+def tiny(root: Path, *, splits: str = "dirichlet", seeds: str = "0") -> list[str]:
     """The tiny suite's settings, on Fashion-MNIST IDX files under ``root`` (read by
-    torchvision, so the bench passes ``--data-root`` through to every node); the tiny sweep
-    below uses them too, and starts from its runs."""
+    torchvision, so the bench passes ``--data-root`` through to every node), one actor; the
+    tiny sweep below uses them too (its one split and seed), and starts from the suite's runs."""
     return [
         "--scenario",
         "a",
         "--splits",
-        "dirichlet",
+        splits,
         "--seeds",
-        "0",
+        seeds,
         "--nodes",
         "4",
         "--rounds",
@@ -46,19 +53,54 @@ def tiny(root: Path) -> list[str]:
     ]
 
 
-@pytest.mark.slow(seconds=130)
-def test_a_tiny_suite_on_fashion_mnist_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
-    """The tiny suite (SSGD and ASGD, seed 0) runs on another dataset than the default one,
-    resumes and reports; then a tiny sweep starts from its runs. One test, so that the suite
-    runs once (pytest-xdist's groups, which kept two tests on one worker, do not hold under
-    pytest 9.2)."""
+@pytest.mark.slow(seconds=150)
+def test_a_tiny_suite_in_one_simulation_then_a_sweep_over_its_runs(tmp_path: Path) -> None:
+    """The tiny suite (SSGD and ASGD, two splits, seeds 0 and 1: eight runs, two at a time)
+    runs in one simulation on another dataset than the default one, each run with its own
+    record and status; it resumes and reports; then a tiny sweep starts from its runs. One
+    test, so that the suite runs once (pytest-xdist's groups, which kept two tests on one
+    worker, do not hold under pytest 9.2)."""
     root = tmp_path / "data"
     make_idx_set(root, "FashionMNIST", compress=True, rng=np.random.default_rng(0), n_train=120)
-    settings = tiny(root)
-    argv = ["bench", *settings, "--strategies", "ssgd,asgd", "--out", str(tmp_path / "suite")]
+    suite = ["--splits", "dirichlet,label-skew", "--seeds", "0,1", "--jobs", "2"]
+    argv = [
+        "bench",
+        *tiny(root),
+        *suite,
+        "--strategies",
+        "ssgd,asgd",
+        "--out",
+        str(tmp_path / "suite"),
+    ]
     assert main(argv) == 0
+    _check_one_simulation_made_every_run(Path(argv[-1]), tmp_path / "suite-records")
     _check_the_tiny_suite(argv, root)
-    _check_a_sweep_with_two_jobs(settings, Path(argv[-1]), tmp_path)
+    _check_a_sweep_with_two_jobs(tiny(root), Path(argv[-1]), tmp_path)
+
+
+def _check_one_simulation_made_every_run(out: Path, exported: Path) -> None:
+    """Eight runs in one simulation, two at a time: each with its record, its status and what
+    made it."""
+    assert main(["bench", "--out", str(out), "--export", str(exported)]) == 0
+    records = load_records(exported)
+    provenance = pop_provenance(records)
+    assert sum(len(by_seed) for r in records.values() for by_seed in r.values()) == 8
+    assert len(provenance) == 8
+    assert {(p["engine"], p["runs-at-a-time"], p["actors"]) for p in provenance} == {
+        ("study", 2, 1)
+    }
+    assert all(p["commit"] is None or len(p["commit"]) == 40 for p in provenance)
+    for split in ("dirichlet", "label-skew"):
+        for seed in (0, 1):
+            ssgd, asgd = records[split]["ssgd"][seed], records[split]["asgd"][seed]
+            assert ssgd["summary"]["stopped-by"] == "budget", ssgd["summary"]
+            assert asgd["summary"]["stopped-by"] == "max-virtual-time", asgd["summary"]
+    (folder,) = (out / ".studies").iterdir()
+    assert "fl-async: study done: 8 runs" in (folder / "study.log").read_text()
+    statuses = list(out.glob("*/*-seed*/run-status.json"))
+    assert len(statuses) == 8
+    for status in statuses:
+        assert json.loads(status.read_text())["state"] == "finished"
 
 
 def _check_the_tiny_suite(argv: list[str], root: Path) -> None:
@@ -81,7 +123,7 @@ def _check_the_tiny_suite(argv: list[str], root: Path) -> None:
         (g["server-step"], pytest.approx(g["accuracy"])) for g in grid
     ]
     report = (out / "report.md").read_text()
-    assert "| ssgd | 0 | " in report and "| asgd | 0 | " in report
+    assert "| ssgd | 0,1 | " in report and "| asgd | 0,1 | " in report
     assert "grid of 10 equally spaced virtual times" in report and "no grid" not in report
     assert "fashion-mnist, 4 nodes" in report
     assert (out / "dirichlet" / "accuracy.png").stat().st_size > 0
