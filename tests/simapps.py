@@ -97,6 +97,8 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def _start(grid: Grid, setup: Scenario) -> Any:
+    """One scenario's run: a new strategy from a zero model. Flower's FedAvg has no
+    ``max_updates`` (its budget is ``num_rounds``), so it is not given one."""
     strategy = setup.strategy()
     initial = to_record(["w"], [np.zeros(DIM, np.float32)])
     kwargs = dict(setup.start)
