@@ -2,17 +2,20 @@
 
 Each virtual node minimises ``||w - target_k||^2 / 2`` (targets from its partition id) with a
 few SGD steps seeded by the task's ``task-seed``: cheap, deterministic, and enough to show
-ordering, staleness and faults. ``run(...)`` runs one simulation in-process and returns what
-the ServerApp's strategy returned. ``run_app(...)`` runs the real Flower App of this repository
-through ``python -m fl_async.app``'s launcher (in this process) and returns its history.
+ordering, staleness and faults. ``run_many(...)`` runs several strategy runs (``scenario(...)``)
+one after another in one in-process simulation and returns what each run's strategy returned,
+by name; ``run(...)`` is one run in a simulation of its own. ``run_app(...)`` runs the real
+Flower App of this repository through ``python -m fl_async.app``'s launcher (in this process)
+and returns its history.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DIM = 6
 client = ClientApp()
 server = ServerApp()
-SETUP: dict[str, Any] = {}  # the ServerApp's settings, filled by run() (same process)
-RESULTS: list[Any] = []
+SETUP: dict[str, Scenario] = {}  # the ServerApp's runs by name, filled by run_many()
+RESULTS: dict[str, Any] = {}  # each run's result (or the error it raised), by name
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One strategy run for the ServerApp: a factory (a new strategy, so nothing a strategy
+    keeps per node outlives its run), the task timeout and ``start()``'s other arguments (the
+    faults and noise travel in ``train_config``: the ClientApps run in Ray's workers)."""
+
+    strategy: Callable[[], Any]
+    timeout: float
+    start: dict[str, Any]
 
 
 def _target(partition: int) -> np.ndarray:
@@ -73,36 +87,75 @@ def train(msg: Message, context: Context) -> Message:
 
 @server.main()
 def main(grid: Grid, context: Context) -> None:
-    strategy = SETUP["strategy"]()
+    """Each scenario in turn on the one grid. A run that raises is recorded as its error, so
+    that only the tests reading that run fail, and the next runs still go."""
+    for name, setup in SETUP.items():
+        try:
+            RESULTS[name] = _start(grid, setup)
+        except Exception as error:  # re-raised by Outcomes, in the test that reads it
+            RESULTS[name] = error
+
+
+def _start(grid: Grid, setup: Scenario) -> Any:
+    """One scenario's run: a new strategy from a zero model. Flower's FedAvg has no
+    ``max_updates`` (its budget is ``num_rounds``), so it is not given one."""
+    strategy = setup.strategy()
     initial = to_record(["w"], [np.zeros(DIM, np.float32)])
-    kwargs = dict(SETUP.get("start", {}))
+    kwargs = dict(setup.start)
     if isinstance(strategy, FedAvg):
         kwargs.pop("max_updates", None)
-    RESULTS.append(strategy.start(grid, initial, timeout=SETUP.get("timeout", 60), **kwargs))
+    return strategy.start(grid, initial, timeout=setup.timeout, **kwargs)
 
 
-def run(
-    strategy_factory, *, num_nodes: int = 4, faults=None, timeout: float = 60, noise=True, **start
-):
-    """One in-process simulation; the strategy's result."""
-    from flwr.simulation import run_simulation
-
-    SETUP.clear()
+def scenario(
+    strategy_factory: Callable[[], Any], *, faults=None, timeout: float = 60, noise=True, **start
+) -> Scenario:
+    """A run of ``strategy_factory()``'s strategy: ``faults`` maps a partition id to what its
+    node does wrong ("raise", "error", "nan", "shape"); ``start``: ``start()``'s keywords."""
     settings = {"noise": 0.01 if noise else 0.0}
     if faults:
         settings["faults"] = " ".join(f"{k}={v}" for k, v in faults.items())
     start["train_config"] = ConfigRecord(settings)
-    SETUP.update(strategy=strategy_factory, timeout=timeout, start=start)
+    return Scenario(strategy_factory, timeout, start)
+
+
+class Outcomes(dict):
+    """Each run's result by name; reading a run that raised raises its error."""
+
+    def __getitem__(self, name: str) -> Any:
+        value = super().__getitem__(name)
+        if isinstance(value, Exception):
+            raise RuntimeError(f"the run {name!r} raised") from value
+        return value
+
+
+def run_many(scenarios: Mapping[str, Scenario], *, num_nodes: int = 4) -> Outcomes:
+    """The ``scenarios``' runs one after another, in their order, in ONE in-process simulation
+    of ``num_nodes`` nodes: a simulation's Ray actors and Flower engine cost a few CPU-seconds
+    each, a run of these apps a fraction of one.
+
+    The runs are independent. Each makes its own strategy, with everything it keeps per node
+    (the node ids are the same in every run), its own initial model and its own task config.
+    A run pulls only the replies to its own messages (Flower's grid pulls by message id, in
+    ``pull_messages`` as in ``send_and_receive``), so the tasks an earlier run left in flight
+    when it stopped are never handed to a later one: they still run on the actors, which only
+    delays the later run in wall time, and every run here orders its replies by a virtual
+    clock, or (FedAvg) waits for all of them."""
+    from flwr.simulation import run_simulation
+
+    SETUP.clear()
+    SETUP.update(scenarios)
     RESULTS.clear()
-    run_simulation(
-        server,
-        client,
-        num_supernodes=num_nodes,
-        backend_config=backend_config(),
-    )
-    if not RESULTS:
-        raise RuntimeError("the ServerApp did not finish: see the log above")
-    return RESULTS[0]
+    run_simulation(server, client, num_supernodes=num_nodes, backend_config=backend_config())
+    missing = [name for name in scenarios if name not in RESULTS]
+    if missing:
+        raise RuntimeError(f"the ServerApp did not finish {missing}: see the log above")
+    return Outcomes(RESULTS)
+
+
+def run(strategy_factory: Callable[[], Any], *, num_nodes: int = 4, **settings) -> Any:
+    """One run (``scenario``'s arguments) in a simulation of its own; its result."""
+    return run_many({"run": scenario(strategy_factory, **settings)}, num_nodes=num_nodes)["run"]
 
 
 def target_mean(num_nodes: int, weighted: bool = False) -> np.ndarray:

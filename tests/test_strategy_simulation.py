@@ -1,4 +1,9 @@
-"""The strategies in Flower's simulation engine (Ray): ordering, reproducibility, faults, resume."""
+"""The strategies in Flower's simulation engine (Ray): ordering, reproducibility, faults, resume.
+
+Every run on 4 nodes goes in one simulation (``four_nodes``, ``simapps.run_many``), one run
+after another, and each test asserts on its own runs' results, by name; the faults test's run
+on 6 nodes has a simulation of its own.
+"""
 
 import numpy as np
 import pytest
@@ -33,12 +38,57 @@ def final(result):
     return result.arrays.to_numpy_ndarrays()[0]
 
 
-def test_out_of_order_and_two_seeded_runs_are_identical():
-    def make():
-        return ASGD(clock=VirtualClock(seed=4, sigma=1.0), min_nodes=4, seed=2)
+def _asgd():
+    return ASGD(clock=VirtualClock(seed=4, sigma=1.0), min_nodes=4, seed=2)
 
-    first = simapps.run(make, num_rounds=4)
-    second = simapps.run(make, num_rounds=4)
+
+def _gsgm_checkpointed(directory=None):
+    return lambda: GSGM(
+        clock=VirtualClock(seed=6),
+        min_nodes=4,
+        seed=1,
+        checkpoint_dir=directory,
+        checkpoint_every=3 if directory else None,
+    )
+
+
+@pytest.fixture(scope="module")
+def four_nodes(_one_ray_for_the_module, tmp_path_factory):
+    """Every run on 4 nodes, in one simulation: a simulation costs a few CPU-seconds of Ray
+    actors and Flower's engine, a run here a fraction of one; the runs stay independent
+    (``simapps.run_many``). "part" (stopped at 7 updates) goes before "resumed", which picks
+    up from its checkpoint; "first" and "second" are two runs of two strategies made alike."""
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    run = simapps.scenario
+    return simapps.run_many(
+        {
+            "first": run(_asgd, num_rounds=4),
+            "second": run(_asgd, num_rounds=4),
+            "fedavg": run(
+                lambda: FedAvg(fraction_evaluate=0.0, min_available_nodes=4, min_train_nodes=4),
+                num_rounds=3,
+                noise=False,
+            ),
+            "ssgd": run(
+                lambda: SSGD(lr=1.0, clock=VirtualClock(seed=0), min_nodes=4),
+                num_rounds=3,
+                noise=False,
+            ),
+            "gsgm": run(
+                lambda: GSGM(clock=VirtualClock(seed=1, sigma=1.5), min_nodes=4, slack=0),
+                num_rounds=3,
+            ),
+            "odsgd": run(lambda: ODSGD(clock=VirtualClock(seed=1), min_nodes=4), num_rounds=3),
+            "asp": run(lambda: ASP(clock=VirtualClock(seed=1), min_nodes=4), num_rounds=3),
+            "full": run(_gsgm_checkpointed(), num_rounds=4),
+            "part": run(_gsgm_checkpointed(checkpoints), num_rounds=4, max_updates=7),
+            "resumed": run(_gsgm_checkpointed(checkpoints), num_rounds=4),
+        }
+    )
+
+
+def test_out_of_order_and_two_seeded_runs_are_identical(four_nodes):
+    first, second = four_nodes["first"], four_nodes["second"]
     assert first.num_updates == 16 and first.faults == {}
     staleness = [r["staleness"] for r in records(first)]
     assert max(staleness) > 0
@@ -66,49 +116,28 @@ def test_every_fault_is_counted_and_the_model_stays_finite():
     assert result.stopped_by == "budget"
 
 
-def test_ssgd_with_lr_one_equals_flowers_fedavg():
-    fedavg = simapps.run(
-        lambda: FedAvg(fraction_evaluate=0.0, min_available_nodes=4, min_train_nodes=4),
-        num_rounds=3,
-        noise=False,
-    )
-    ssgd = simapps.run(
-        lambda: SSGD(lr=1.0, clock=VirtualClock(seed=0), min_nodes=4), num_rounds=3, noise=False
-    )
+def test_ssgd_with_lr_one_equals_flowers_fedavg(four_nodes):
+    fedavg, ssgd = four_nodes["fedavg"], four_nodes["ssgd"]
     assert ssgd.server_steps == 3
     # FedAvg sums in reply order, SSGD in node order: equal up to float32 rounding.
     np.testing.assert_allclose(final(ssgd), final(fedavg), rtol=1e-6, atol=1e-6)
     assert not np.array_equal(final(ssgd), np.zeros_like(final(ssgd)))
 
 
-def test_gsgm_white_list_and_presets_odsgd_asp():
-    gsgm = simapps.run(
-        lambda: GSGM(clock=VirtualClock(seed=1, sigma=1.5), min_nodes=4, slack=0), num_rounds=3
-    )
+def test_gsgm_white_list_and_presets_odsgd_asp(four_nodes):
     counts: dict[int, int] = {}
-    for r in records(gsgm):
+    for r in records(four_nodes["gsgm"]):
         counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
         assert max(counts.values()) - min(counts.get(k, 0) for k in range(4)) <= 1
-    odsgd = simapps.run(lambda: ODSGD(clock=VirtualClock(seed=1), min_nodes=4), num_rounds=3)
+    odsgd = four_nodes["odsgd"]
     assert odsgd.server_steps >= 2 and all(r["staleness"] <= 1 for r in records(odsgd))
-    asp = simapps.run(lambda: ASP(clock=VirtualClock(seed=1), min_nodes=4), num_rounds=3)
+    asp = four_nodes["asp"]
     assert asp.num_updates == 12 and np.isfinite(final(asp)).all()
 
 
-def test_resume_equals_an_uninterrupted_run(tmp_path):
-    def make(directory=None):
-        return lambda: GSGM(
-            clock=VirtualClock(seed=6),
-            min_nodes=4,
-            seed=1,
-            checkpoint_dir=directory,
-            checkpoint_every=3 if directory else None,
-        )
-
-    full = simapps.run(make(), num_rounds=4)
-    part = simapps.run(make(tmp_path), num_rounds=4, max_updates=7)
+def test_resume_equals_an_uninterrupted_run(four_nodes):
+    full, part, resumed = four_nodes["full"], four_nodes["part"], four_nodes["resumed"]
     assert part.num_updates == 7
-    resumed = simapps.run(make(tmp_path), num_rounds=4)
     assert resumed.num_updates == full.num_updates == 16
     np.testing.assert_array_equal(final(full), final(resumed))
     assert history(full) == history(resumed)
