@@ -1,9 +1,11 @@
 """The strategies in Flower's simulation engine (Ray): ordering, reproducibility, faults, resume.
 
-Every run on 4 nodes goes in one simulation (``four_nodes``, ``simapps.run_many``), one run
-after another, and each test asserts on its own runs' results, by name; the faults test's run
+Every run on 4 nodes goes in one simulation (``_four_nodes``, ``simapps.run_many``), one run
+after another, and each check asserts on its own runs' results, by name; the faults test's run
 on 6 nodes has a simulation of its own.
 """
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,13 +54,11 @@ def _gsgm_checkpointed(directory=None):
     )
 
 
-@pytest.fixture(scope="module")
-def four_nodes(_one_ray_for_the_module, tmp_path_factory):
+def _four_nodes(checkpoints: Path) -> dict:
     """Every run on 4 nodes, in one simulation: a simulation costs a few CPU-seconds of Ray
     actors and Flower's engine, a run here a fraction of one; the runs stay independent
     (``simapps.run_many``). "part" (stopped at 7 updates) goes before "resumed", which picks
     up from its checkpoint; "first" and "second" are two runs of two strategies made alike."""
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
     run = simapps.scenario
     return simapps.run_many(
         {
@@ -87,7 +87,7 @@ def four_nodes(_one_ray_for_the_module, tmp_path_factory):
     )
 
 
-def test_out_of_order_and_two_seeded_runs_are_identical(four_nodes):
+def _out_of_order_and_two_seeded_runs_are_identical(four_nodes: dict) -> None:
     first, second = four_nodes["first"], four_nodes["second"]
     assert first.num_updates == 16 and first.faults == {}
     staleness = [r["staleness"] for r in records(first)]
@@ -116,7 +116,7 @@ def test_every_fault_is_counted_and_the_model_stays_finite():
     assert result.stopped_by == "budget"
 
 
-def test_ssgd_with_lr_one_equals_flowers_fedavg(four_nodes):
+def _ssgd_with_lr_one_equals_flowers_fedavg(four_nodes: dict) -> None:
     fedavg, ssgd = four_nodes["fedavg"], four_nodes["ssgd"]
     assert ssgd.server_steps == 3
     # FedAvg sums in reply order, SSGD in node order: equal up to float32 rounding.
@@ -124,7 +124,7 @@ def test_ssgd_with_lr_one_equals_flowers_fedavg(four_nodes):
     assert not np.array_equal(final(ssgd), np.zeros_like(final(ssgd)))
 
 
-def test_gsgm_white_list_and_presets_odsgd_asp(four_nodes):
+def _gsgm_white_list_and_presets_odsgd_asp(four_nodes: dict) -> None:
     counts: dict[int, int] = {}
     for r in records(four_nodes["gsgm"]):
         counts[r["stable-id"]] = counts.get(r["stable-id"], 0) + 1
@@ -135,9 +135,20 @@ def test_gsgm_white_list_and_presets_odsgd_asp(four_nodes):
     assert asp.num_updates == 12 and np.isfinite(final(asp)).all()
 
 
-def test_resume_equals_an_uninterrupted_run(four_nodes):
+def _resume_equals_an_uninterrupted_run(four_nodes: dict) -> None:
     full, part, resumed = four_nodes["full"], four_nodes["part"], four_nodes["resumed"]
     assert part.num_updates == 7
     assert resumed.num_updates == full.num_updates == 16
     np.testing.assert_array_equal(final(full), final(resumed))
     assert history(full) == history(resumed)
+
+
+@pytest.mark.slow(seconds=40)
+def test_ten_runs_on_four_nodes_in_one_simulation(tmp_path: Path) -> None:
+    """Every check on 4 nodes, each on its own runs: one test, so that their simulation runs
+    once (a module fixture ran once on each pytest-xdist worker that took one of its tests)."""
+    four_nodes = _four_nodes(tmp_path)
+    _out_of_order_and_two_seeded_runs_are_identical(four_nodes)
+    _ssgd_with_lr_one_equals_flowers_fedavg(four_nodes)
+    _gsgm_white_list_and_presets_odsgd_asp(four_nodes)
+    _resume_equals_an_uninterrupted_run(four_nodes)
