@@ -1,5 +1,10 @@
 """The whole Flower App in Flower's simulation engine: ``flwr run`` (through ``python -m
-fl_async.app``) and ``run_simulation`` give the same seeded history and write the result files."""
+fl_async.app``) and ``run_simulation`` give the same seeded history and write the result files;
+so does ``--ray-address HOST:PORT`` on a two-node Ray cluster, training on both nodes.
+
+One test and three simulations: the run on one machine is the reference of both comparisons (a
+launch costs about 20 CPU-seconds of start-up on two cores). The checks of ``--ray-address``
+that need no cluster are in ``test_ray_cluster.py``."""
 
 import json
 from pathlib import Path
@@ -8,13 +13,14 @@ import pytest
 import simapps
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
+from ray_cluster import TwoNodeRay
 
-from fl_async.app import launch, server_run
+from fl_async.app import cluster, launch, server_run
 from fl_async.app.client_app import app as client_app
 from fl_async.app.config import parse_run_config
 from fl_async.app.results import ACCURACY_PLOT, HISTORY, STALENESS_PLOT
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=90)
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = 4
@@ -66,27 +72,45 @@ def run_in_process(output: Path) -> dict:
     return json.loads((output / HISTORY).read_text())
 
 
-def test_flwr_run_writes_results_and_run_simulation_repeats_them(tmp_path):
-    output = tmp_path / "flwr-run"
+def launched(output: Path, *options: str) -> dict:
+    """The App run through ``python -m fl_async.app`` with ``options``: its history."""
     budget = " ".join(f"{k}={v}" for k, v in BUDGET.items())
-    code = launch.main(
-        [
-            "--app",
-            str(ROOT),
-            "--nodes",
-            str(NODES),
-            "--actors",
-            "1",
-            "--run-config",
-            f"{budget} output-dir='{output}'",
-        ]
-    )
-    assert code == 0
+    argv = ["--app", str(ROOT), "--nodes", str(NODES), *options]
+    assert launch.main([*argv, "--run-config", f"{budget} output-dir='{output}'"]) == 0
+    return json.loads((output / HISTORY).read_text())
+
+
+def test_flwr_run_writes_results_and_run_simulation_and_a_ray_cluster_repeat_them(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(cluster.RAY_ADDRESS, raising=False)
+    output = tmp_path / "flwr-run"
+    history = launched(output, "--actors", "1")
     assert {p.name for p in output.iterdir()} >= {HISTORY, ACCURACY_PLOT, STALENESS_PLOT}
-    history = json.loads((output / HISTORY).read_text())
     assert history["num-updates"] == 8 and history["faults"] == {}
     assert history["final-accuracy"] is not None
     assert {u["stable-id"] for u in history["updates"]} == set(range(NODES))
 
+    _check_a_two_node_ray_cluster_gives_the_same_run(tmp_path, history)
+
     again = run_in_process(tmp_path / "run-simulation")
     assert comparable(again) == comparable(history)
+
+
+def _check_a_two_node_ray_cluster_gives_the_same_run(tmp_path: Path, alone: dict) -> None:
+    """The same seeded run on a two-node Ray cluster (``--ray-address``) trains on both nodes
+    and gives the evaluations and updates of the run on one machine."""
+    with TwoNodeRay(tmp_path / "ray") as ray:
+        head, worker = sorted(ray.nodes, key=lambda node: ray.nodes[node] != "head")
+        together = launched(tmp_path / "cluster", "--ray-address", ray.address)
+        # Each node's worker logs hold the ClientApp's line with that node's id: both trained,
+        # with one torch thread as on one machine.
+        assert ray.clientapp_nodes() == {"head": {(head, 1)}, "worker": {(worker, 1)}}
+        # The cluster still runs, and the run's actors are gone: every CPU is free again.
+        after = ray.state(want=2)
+        assert set(after["nodes"]) == {head, worker}
+        assert after["free-cpus"] == after["cpus"] == 2
+    assert ray.leftovers() == []
+    assert together["num-updates"] == 8 and together["faults"] == {}
+    fixed = ("evaluations", "updates")
+    assert {k: comparable(together)[k] for k in fixed} == {k: comparable(alone)[k] for k in fixed}

@@ -1,8 +1,8 @@
 """Simulation on a Ray cluster: ``--ray-address HOST:PORT`` (else ``RAY_ADDRESS``) is checked
-before anything starts, reaches the simulation's ``ray.init()`` through ``RAY_ADDRESS``, and a
-seeded run on a two-node cluster trains on both nodes and gives the history of one machine."""
+before anything starts and reaches the simulation's ``ray.init()`` through ``RAY_ADDRESS``. That a
+seeded run on a two-node cluster trains on both nodes and gives the history of one machine is
+checked in ``test_app_simulation.py``, beside the run on one machine it is compared with."""
 
-import json
 import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -12,11 +12,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from launch_fakes import fake_heads
-from ray_cluster import TwoNodeRay
 
 from fl_async import cli
 from fl_async.app import cluster, launch, superlink
-from fl_async.app.results import HISTORY
 from fl_async.bench import cli as bench_cli
 from fl_async.bench.runner import launcher_command
 from fl_async.validation import InvalidArgument
@@ -192,45 +190,3 @@ def test_bench_runs_every_run_on_the_cluster(no_superlink, grpc_head, monkeypatc
 def test_bench_refuses_a_bad_ray_address(no_superlink, capsys, tmp_path, argv, message):
     assert cli.main(["bench", "--out", str(tmp_path / "suite"), *argv]) == 2
     assert message in capsys.readouterr().err
-
-
-# ---------------------------------------------------------------------- on a two-node cluster
-NODES = 4
-BUDGET = "max-updates=6 eval-every=3 local-steps=2 clock.sigma=1.5"
-
-
-def comparable(history: dict) -> dict:
-    """What a seeded run fixes: the evaluations and updates without wall times and Flower's
-    random node ids."""
-    drop = {"wall-time", "node-id"}
-    return {
-        key: [{k: v for k, v in row.items() if k not in drop} for row in history[key]]
-        for key in ("evaluations", "updates")
-    }
-
-
-def run_app(output: Path, *options: str) -> dict:
-    argv = ["--app", str(ROOT), "--nodes", str(NODES), *options]
-    assert launch.main([*argv, "--run-config", f"{BUDGET} output-dir='{output}'"]) == 0
-    return json.loads((output / HISTORY).read_text())
-
-
-@pytest.mark.slow(seconds=65)
-def test_a_seeded_run_on_a_two_node_ray_cluster_equals_the_run_on_one_machine(
-    tmp_path, monkeypatch
-):
-    monkeypatch.delenv(cluster.RAY_ADDRESS, raising=False)
-    alone = run_app(tmp_path / "one-machine", "--actors", "2")
-    with TwoNodeRay(tmp_path / "ray") as ray:
-        head, worker = sorted(ray.nodes, key=lambda node: ray.nodes[node] != "head")
-        together = run_app(tmp_path / "cluster", "--ray-address", ray.address)
-        # Each node's worker logs hold the ClientApp's line with that node's id: both trained,
-        # with one torch thread as on one machine.
-        assert ray.clientapp_nodes() == {"head": {(head, 1)}, "worker": {(worker, 1)}}
-        # The cluster still runs, and the run's actors are gone: every CPU is free again.
-        after = ray.state(want=2)
-        assert set(after["nodes"]) == {head, worker}
-        assert after["free-cpus"] == after["cpus"] == 2
-    assert ray.leftovers() == []
-    assert together["num-updates"] == 6 and together["faults"] == {}
-    assert comparable(together) == comparable(alone)
