@@ -3,9 +3,11 @@ command runs, without its processes (launcher, SuperLink, Ray)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from fakegrid import FakeGrid
 from flwr.app import Context, RecordDict
@@ -31,9 +33,12 @@ def context(partition=0, num_partitions=4, run_config=None, node_config=None) ->
     )
 
 
-def run_in_memory(tmp_path: Path, name: str, num_nodes: int = 4, **overrides: Any):
+def run_in_memory(
+    tmp_path: Path, name: str, num_nodes: int = 4, *, plots: bool = True, **overrides: Any
+):
     """The ServerApp's ``run`` over ``num_nodes`` in-process nodes calling the real handlers;
-    its history and output folder (run inside ``fakegrid.task_identity()``)."""
+    its history and output folder (run inside ``fakegrid.task_identity()``). With
+    ``plots=False`` its ``history.json`` is written alone."""
     run_config = {
         "num-nodes": num_nodes,
         "max-updates": 8,
@@ -49,5 +54,9 @@ def run_in_memory(tmp_path: Path, name: str, num_nodes: int = 4, **overrides: An
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
-    output = server_run.run(grid, parse_run_config(run_config))
+    with contextlib.ExitStack() as stack:
+        # A run made only to compare its history with: its plots cost more than its training.
+        for plot in () if plots else ("plot_accuracy", "plot_staleness"):
+            stack.enter_context(mock.patch.object(results, plot, lambda history, path: None))
+        output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / results.HISTORY).read_text()), output
