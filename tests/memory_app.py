@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -54,9 +55,21 @@ def run_in_memory(
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
-    with contextlib.ExitStack() as stack:
-        # A run made only to compare its history with: its plots cost more than its training.
-        for plot in () if plots else ("plot_accuracy", "plot_staleness"):
-            stack.enter_context(mock.patch.object(results, plot, lambda history, path: None))
+    with contextlib.nullcontext() if plots else without_plots():
         output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / results.HISTORY).read_text()), output
+
+
+@contextlib.contextmanager
+def without_plots() -> Iterator[None]:
+    """Runs in the block write their ``history.json`` without the plots beside it: for a run
+    whose history alone is looked at, as the plots cost more than its training."""
+    with (
+        mock.patch.object(results, "plot_accuracy", _no_plot),
+        mock.patch.object(results, "plot_staleness", _no_plot),
+    ):
+        yield
+
+
+def _no_plot(history: Any, path: Path) -> None:
+    """A plot function that draws nothing."""
