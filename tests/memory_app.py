@@ -3,9 +3,12 @@ command runs, without its processes (launcher, SuperLink, Ray)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from fakegrid import FakeGrid
 from flwr.app import Context, RecordDict
@@ -31,9 +34,12 @@ def context(partition=0, num_partitions=4, run_config=None, node_config=None) ->
     )
 
 
-def run_in_memory(tmp_path: Path, name: str, num_nodes: int = 4, **overrides: Any):
+def run_in_memory(
+    tmp_path: Path, name: str, num_nodes: int = 4, *, plots: bool = True, **overrides: Any
+):
     """The ServerApp's ``run`` over ``num_nodes`` in-process nodes calling the real handlers;
-    its history and output folder (run inside ``fakegrid.task_identity()``)."""
+    its history and output folder (run inside ``fakegrid.task_identity()``). With
+    ``plots=False`` its ``history.json`` is written alone."""
     run_config = {
         "num-nodes": num_nodes,
         "max-updates": 8,
@@ -49,5 +55,21 @@ def run_in_memory(tmp_path: Path, name: str, num_nodes: int = 4, **overrides: An
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({node_ids[k]: node(k) for k in range(num_nodes)}, delay_seed=len(name))
-    output = server_run.run(grid, parse_run_config(run_config))
+    with contextlib.nullcontext() if plots else without_plots():
+        output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / results.HISTORY).read_text()), output
+
+
+@contextlib.contextmanager
+def without_plots() -> Iterator[None]:
+    """Runs in the block write their ``history.json`` without the plots beside it: for a run
+    whose history alone is looked at, as the plots cost more than its training."""
+    with (
+        mock.patch.object(results, "plot_accuracy", _no_plot),
+        mock.patch.object(results, "plot_staleness", _no_plot),
+    ):
+        yield
+
+
+def _no_plot(history: Any, path: Path) -> None:
+    """A plot function that draws nothing."""

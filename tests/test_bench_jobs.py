@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from bench_fakes import FakeLaunch, pop_provenance, spec
 
+from fl_async.bench import schedule
 from fl_async.bench.export import export_suite
 from fl_async.bench.progress import Progress, RunLabel, estimate_left, format_duration
 from fl_async.bench.records import load_records
@@ -71,18 +72,22 @@ def test_jobs_give_the_records_of_a_sequential_suite(tmp_path: Path) -> None:
 
 
 class HalfWritten(FakeLaunch):
-    """A run whose ``history.json`` exists, still empty, for a while before it ends."""
+    """A run whose ``history.json`` exists, still empty, for a while before it ends (5 of the
+    loop's looks, at the test's ``POLL`` of 0.1 s)."""
 
     def __call__(self, command: list[str], log: Path) -> int:
         from flwr.common.config import parse_config_args
 
         config = parse_config_args([command[command.index("--run-config") + 1]])
         Path(config["output-dir"], "history.json").write_text("")
-        time.sleep(1.5)  # longer than the loop's poll: it looks while the file is empty
+        time.sleep(0.5)  # longer than the loop's poll: it looks while the file is empty
         return super().__call__(command, log)
 
 
-def test_a_baseline_history_is_read_only_after_its_run_ended(tmp_path: Path) -> None:
+def test_a_baseline_history_is_read_only_after_its_run_ended(tmp_path, monkeypatch) -> None:
+    # The loop looks every POLL seconds (1 s) while runs go: at 0.1 s, a run half written for
+    # 0.5 s is looked at as often as one of 1.5 s was, in a third of the time.
+    monkeypatch.setattr(schedule, "POLL", 0.1)
     outcome = run_suite(
         spec(seeds=(0,)), tmp_path, launch=HalfWritten(), jobs=2, echo=lambda _: None
     )

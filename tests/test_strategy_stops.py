@@ -7,6 +7,7 @@ from flwr.app import ConfigRecord
 
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, FAILED_STOPS, GSGM, SSGD
+from fl_async.strategies import nodes as nodes_module
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 
@@ -27,7 +28,10 @@ def run(strategy, nodes, **kwargs):
 
 @pytest.mark.parametrize("preset", [ASGD, GSGM, SSGD])
 @pytest.mark.parametrize("mode", ["fail", "wrong_shape", "no_arrays"])
-def test_a_fleet_that_cannot_train_ends_the_run_with_its_reason(preset, mode):
+def test_a_fleet_that_cannot_train_ends_the_run_with_its_reason(preset, mode, monkeypatch):
+    # With nothing in flight a failed node waits 0.1, 0.2, 0.4, 0.8 s before its next try:
+    # pacing only here (test_strategy_parts checks the back-off), cut to a tenth.
+    monkeypatch.setattr(nodes_module, "RETRY_DELAY", 0.01)
     nodes = quadratic_fleet(4, seed=1, modes=dict.fromkeys(range(4), mode))
     result, grid = run(preset(clock=VirtualClock(seed=0), min_nodes=4), nodes)
     assert result.stopped_by == "no-active-nodes" and not result.completed

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, RecordDict
+from memory_app import FAST, without_plots
 
 from fl_async.app import server_run
 from fl_async.app.client_app import app as client_app
@@ -25,7 +26,9 @@ from fl_async.tracking import BACKENDS, Tracker, track_history
 from fl_async.tracking.base import evaluation_points, summary_of, update_points
 from fl_async.validation import InvalidArgument
 
-RUN = {"num-nodes": 3, "max-updates": 6, "eval-every": 2, "local-steps": 1, "batch-size": 16}
+RUN = {**FAST, "num-nodes": 3, "max-updates": 6, "eval-every": 2}
+"""The logistic regression (``FAST``): what a tracker holds does not depend on the model, and
+the CNN's evaluations took most of a run's time."""
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +52,8 @@ def run_tracked(tmp_path, **tracking):
         return lambda message: client_app(message, ctx)
 
     grid = FakeGrid({7000 + k: node(k) for k in range(3)}, delay_seed=1)
-    output = server_run.run(grid, parse_run_config(run_config))
+    with without_plots():  # the trackers log numbers and settings, no file of the run's
+        output = server_run.run(grid, parse_run_config(run_config))
     return json.loads((output / "history.json").read_text()), output
 
 
