@@ -63,11 +63,11 @@ def test_a_tiny_suite_in_one_simulation_then_a_sweep_over_its_runs(tmp_path: Pat
     worker, do not hold under pytest 9.2)."""
     root = tmp_path / "data"
     make_idx_set(root, "FashionMNIST", compress=True, rng=np.random.default_rng(0), n_train=120)
-    suite = ["--splits", "dirichlet,label-skew", "--seeds", "0,1", "--jobs", "2"]
     argv = [
         "bench",
-        *tiny(root),
-        *suite,
+        *tiny(root, splits="dirichlet,label-skew", seeds="0,1"),
+        "--jobs",
+        "2",
         "--strategies",
         "ssgd,asgd",
         "--out",
