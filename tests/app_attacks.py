@@ -20,6 +20,7 @@ from unittest import mock
 import numpy as np
 from fakegrid import FakeGrid, task_identity
 from flwr.app import Context, Message, MetricRecord, RecordDict
+from memory_app import without_plots
 
 from fl_async.aggregators.guard import REFUSALS
 from fl_async.app import results, server_run
@@ -214,7 +215,7 @@ def app_run(
         # The plots are left out: they cost more than the run's training.
         with (
             task_identity(),
-            mock.patch.object(server_run, "write_results", _history_only),
+            without_plots(),
             mock.patch.object(GuardGate, "_apply_judged", _noting(rejections)),
         ):
             output = server_run.run(grid, parse_run_config(run_config))
@@ -234,14 +235,6 @@ def _noting(rejections: list[list]) -> Callable[..., Any]:
         return outcome
 
     return apply_judged
-
-
-def _history_only(directory: Path, history: Mapping[str, Any]) -> list[Path]:
-    """``results.write_results`` without the plots: ``history.json`` alone."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / results.HISTORY
-    path.write_text(json.dumps(history))
-    return [path]
 
 
 def accuracy(history: Mapping[str, Any]) -> float:
