@@ -128,8 +128,8 @@ def test_the_check_of_both_files_passes_and_names_a_table_edited_by_hand(
     # them twice more (check, rewrite) would cost seconds to show nothing new.
     whole = RESULTS_MD.read_text()
     start = whole.index("<!-- generated claims from ")
-    end_marker = "<!-- end generated -->"
-    text = whole[start : whole.index(end_marker, start) + len(end_marker)] + "\n"
+    end = blocks.RECORDS.END
+    text = whole[start : whole.index(end, start) + len(end)] + "\n"
     row = text.index("| holds |")
     edited = text[:row] + "| fails |" + text[row + len("| holds |") :]
     (tmp_path / "R.md").write_text(edited)
