@@ -144,6 +144,49 @@ def test_a_study_whose_owner_is_gone_takes_no_run_and_ends(tmp_path):
     assert read_run_status(tmp_path / "run") is None
 
 
+class LauncherKilledAtPull(OneAtATime):
+    """Nodes whose study's launcher (``owner``) is killed during a pull once ``after`` messages
+    were sent; every reply that comes then is the error a Ray actor gives once the simulation's
+    Ray head died with its launcher."""
+
+    def __init__(self, owner, after: int, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner, self.after = owner, after
+        self.sent: dict = {}
+
+    def push_messages(self, messages):  # noqa: D102
+        messages = list(messages)
+        ids = super().push_messages(messages)
+        self.sent.update(zip(ids, messages, strict=True))
+        return ids
+
+    def pull_messages(self, message_ids):  # noqa: D102
+        if len(self.log) < self.after or self.owner.poll() is not None:
+            return super().pull_messages(message_ids)
+        self.owner.kill()
+        self.owner.wait()  # reaped: gone, as a killed launcher is to the study
+        from flwr.app import Error, Message
+
+        died = Error(code=0, reason="<class 'ray.exceptions.ActorDiedError'>: owner died")
+        return [Message(died, reply_to=self.sent[i]) for i in list(self._pending)]
+
+
+def test_replies_that_come_after_the_launcher_is_killed_never_reach_the_run(tmp_path):
+    import subprocess
+    import sys
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    study = tmp_path / "study"
+    files.write_study(study, jobs=1, nodes=NODES, owner_pid=owner.pid)
+    _submit(study, "000001", tmp_path / "run", **{"max-updates": 100_000, "checkpoint-every": 1})
+    nodes = _nodes()
+    with task_identity():
+        assert serve(LauncherKilledAtPull(owner, 12, nodes.handlers, delay_seed=5), study) == 1
+    status = read_run_status(tmp_path / "run")
+    assert status.state == STOPPED and status.reason == "the study ended before this run did"
+    assert "fault" not in (tmp_path / "run" / "run.log").read_text()  # nor in a checkpoint
+
+
 def _a_finished_pid() -> int:
     import subprocess
     import sys
@@ -163,3 +206,20 @@ def test_a_message_whose_run_settings_hold_other_keys_is_refused():
         message = Message(content, dst_node_id=1, message_type="train")
     with pytest.raises(ValueError, match="only the node keys.*got output-dir"):
         run_config_of(message, context())
+
+
+def test_a_reply_pulled_after_the_run_was_stopped_is_not_handed_to_it():
+    from flwr.app import ConfigRecord
+
+    from fl_async.app.run_grid import RunGrid, RunStopped
+
+    stopped: list[str] = []
+
+    class StoppedDuringPull:  # the study's owner dies while the replies are pulled
+        def pull(self, message_ids):
+            stopped.append("the study ended before this run did")
+            return ["a reply from a dying simulation"]
+
+    grid = RunGrid(StoppedDuringPull(), ConfigRecord({}), lambda: stopped[0] if stopped else None)
+    with pytest.raises(RunStopped, match="the study ended"):
+        grid.pull_messages(["m1"])

@@ -161,9 +161,14 @@ class RunGrid(Grid):
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        """The replies to ``message_ids`` that came."""
+        """The replies to ``message_ids`` that came, if the run was not stopped meanwhile."""
         self.check()
-        return self._shared.pull(message_ids)
+        replies = self._shared.pull(message_ids)
+        # Looked at again: once a study's launcher is killed, its Ray head dies too and the
+        # nodes' replies say so (ActorDiedError). Such a reply, pulled after the stop, must not
+        # reach the run as its node's fault, nor a checkpoint that a resumed run would replay.
+        self.check()
+        return replies
 
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None

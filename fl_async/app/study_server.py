@@ -58,7 +58,7 @@ def serve(grid: Grid, study: Path, *, clock: Callable[[], float] = time.monotoni
         waiting = [] if stopping.is_set() else files.pending_requests(study, taken)
         for request in waiting[: max(0, jobs - len(running))]:
             taken.add(request.id)
-            running[request.id] = _start(shared, study, request, stopping)
+            running[request.id] = _start(shared, study, request, _stopping(stopping, owner))
         if running or waiting:
             idle_since = clock()
         elif stopping.is_set() or files.is_closed(study) or clock() - idle_since > files.IDLE_LIMIT:
@@ -69,11 +69,24 @@ def serve(grid: Grid, study: Path, *, clock: Callable[[], float] = time.monotoni
     return len(taken)
 
 
+def _stopping(stopping: threading.Event, owner: int) -> Callable[[], bool]:
+    """Whether the study is ending: ``stopping`` set, or its owner gone now. The owner is looked
+    at on each call, not only at the loop's next wake: a run must stop at its first call after
+    the owner dies, before it takes in the replies that its dying simulation sends."""
+
+    def ending() -> bool:
+        if not stopping.is_set() and not files.owner_alive(owner):
+            stopping.set()
+        return stopping.is_set()
+
+    return ending
+
+
 def _start(
-    shared: SharedGrid, study: Path, request: files.Request, stopping: threading.Event
+    shared: SharedGrid, study: Path, request: files.Request, ending: Callable[[], bool]
 ) -> threading.Thread:
     def stop() -> str | None:
-        if stopping.is_set():
+        if ending():
             return "the study ended before this run did"
         if files.stop_asked(study, request.id):
             return "stopped by fl-async bench (its wall-clock limit)"
