@@ -7,6 +7,7 @@ launch costs about 20 CPU-seconds of start-up on two cores). The checks of ``--r
 that need no cluster are in ``test_ray_cluster.py``."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,13 @@ def launched(output: Path, *options: str) -> dict:
 
 
 def test_flwr_run_writes_results_and_run_simulation_and_a_ray_cluster_repeat_them(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     monkeypatch.delenv(cluster.RAY_ADDRESS, raising=False)
     output = tmp_path / "flwr-run"
     history = launched(output, "--actors", "1")
+    # the ServerApp, three processes below, knows its launcher (launcher_watch)
+    assert f"stops if its launcher (process {os.getpid()}) ends first" in capsys.readouterr().out
     assert {p.name for p in output.iterdir()} >= {HISTORY, ACCURACY_PLOT, STALENESS_PLOT}
     assert history["num-updates"] == 8 and history["faults"] == {}
     assert history["final-accuracy"] is not None

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fl_async.app import cluster, follow, local_ray, superlink
+from fl_async.app.launcher_watch import launcher_environment
 from fl_async.app.run_status import RUN_STATUS
 from fl_async.app.staging import staged_app
 from fl_async.app.study_files import ENDED
@@ -202,7 +203,7 @@ def _launch(plan: Plan, args: argparse.Namespace, address: str | None) -> int:
     from fl_async.app import outcome  # imported here for the same reason as preflight
 
     done_file = _done_file(plan, study=bool(args.study))
-    env = superlink.environment()  # RAY_ADDRESS is added once the head (if any) is known
+    env = {**superlink.environment(), **launcher_environment()}  # RAY_ADDRESS: once known
     where = f"{args.actors} at a time" if address is None else f"on the Ray cluster {address}"
     print(f"fl-async: {plan.nodes} virtual nodes, {where}; results -> {plan.output}")
     # A job stopped with SIGTERM (a scheduler, a background job) cleans up as after Ctrl-C.

@@ -25,9 +25,11 @@ from torch import nn
 
 from fl_async.app.config import AppConfig
 from fl_async.app.flower_fedavg import FLOWER_FEDAVG, run_flower_fedavg
+from fl_async.app.launcher_watch import WatchedGrid, launcher_pid
 from fl_async.app.results import STARTED_AT, history_of, write_results
 from fl_async.app.root_reference import root_reference
-from fl_async.app.run_status import FAILED, ended, finished, write_run_status
+from fl_async.app.run_grid import RunStopped
+from fl_async.app.run_status import FAILED, STOPPED, ended, finished, write_run_status
 from fl_async.app.strategy_build import build_strategy, make_clock
 from fl_async.clients import training
 from fl_async.clients.device import limit_torch_threads, select_device
@@ -69,10 +71,18 @@ class CentralEvaluation:
 
 def run_alone(grid: Grid, config: AppConfig) -> Path:
     """``run`` as a simulation's only run: when it raises, its ``run-status.json`` says why
-    (a study records its own runs' endings, ``study_server``)."""
+    (a study records its own runs' endings, ``study_server``). Started by ``fl_async.app``'s
+    launcher, the run stops once that launcher is gone (``launcher_watch``)."""
     output = output_directory(config)
+    launcher = launcher_pid(os.environ)
+    if launcher is not None:
+        log(INFO, "fl-async: the run stops if its launcher (process %d) ends first", launcher)
     try:
-        return run(grid, config, output)
+        return run(grid if launcher is None else WatchedGrid(grid, launcher), config, output)
+    except RunStopped as reason:
+        log(INFO, "fl-async: the run stopped: %s", reason)
+        write_run_status(output, ended(STOPPED, str(reason)))
+        return output
     except Exception as error:
         write_run_status(output, ended(FAILED, f"{type(error).__name__}: {error}"))
         raise
