@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from flwr.app import Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 
-from fl_async.app.run_grid import RunStopped
+from fl_async.app.run_grid import StoppableGrid
 from fl_async.app.study_files import owner_alive
 
 LAUNCHER_PID = "FL_ASYNC_LAUNCHER_PID"
@@ -38,17 +38,12 @@ def launcher_environment() -> dict[str, str]:
     return {LAUNCHER_PID: str(os.getpid())}
 
 
-class WatchedGrid(Grid):
+class WatchedGrid(StoppableGrid):
     """``grid`` for a run that stops (``RunStopped``) once process ``launcher`` is gone."""
 
     def __init__(self, grid: Grid, launcher: int) -> None:
+        super().__init__(lambda: None if owner_alive(launcher) else GONE)
         self._grid = grid
-        self._launcher = launcher
-
-    def check(self) -> None:
-        """Raise ``RunStopped`` if the launcher is gone."""
-        if not owner_alive(self._launcher):
-            raise RunStopped(GONE)
 
     def set_run(self, run) -> None:  # noqa: ANN001 (Flower's Run)
         """Flower's ``set_run``."""
@@ -58,17 +53,6 @@ class WatchedGrid(Grid):
     def run(self):  # noqa: ANN201 (Flower's Run)
         """The Flower run."""
         return self._grid.run
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        """Flower's deprecated message factory."""
-        return self._grid.create_message(content, message_type, dst_node_id, group_id, ttl)
 
     def get_node_ids(self) -> Iterable[int]:
         """The nodes' ids."""

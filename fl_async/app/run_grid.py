@@ -99,15 +99,11 @@ class SharedGrid:
                 self._replies[message_id] = (owner, reply)
 
 
-class RunGrid(Grid):
-    """One run's view of a ``SharedGrid``: its messages carry ``settings``; once ``stop()``
-    returns a reason, every call raises ``RunStopped``."""
+class StoppableGrid(Grid):
+    """A grid for a run that may be asked to stop: once ``stop()`` returns a reason, ``check()``
+    raises ``RunStopped`` with it."""
 
-    def __init__(
-        self, shared: SharedGrid, settings: ConfigRecord, stop: Callable[[], str | None]
-    ) -> None:
-        self._shared = shared
-        self._settings = settings
+    def __init__(self, stop: Callable[[], str | None]) -> None:
         self._stop = stop
 
     def check(self) -> None:
@@ -115,6 +111,29 @@ class RunGrid(Grid):
         reason = self._stop()
         if reason is not None:
             raise RunStopped(reason)
+
+    def create_message(
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
+        """Flower's deprecated message factory."""
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+
+class RunGrid(StoppableGrid):
+    """One run's view of a ``SharedGrid``: its messages carry ``settings``; once ``stop()``
+    returns a reason, every call raises ``RunStopped``."""
+
+    def __init__(
+        self, shared: SharedGrid, settings: ConfigRecord, stop: Callable[[], str | None]
+    ) -> None:
+        super().__init__(stop)
+        self._shared = shared
+        self._settings = settings
 
     def close(self) -> None:
         """The run ended: its replies still to come are dropped."""
@@ -128,17 +147,6 @@ class RunGrid(Grid):
     def run(self):  # noqa: ANN201 (Flower's Run)
         """The Flower run every run of the study belongs to."""
         return self._shared.grid.run
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        """Flower's deprecated message factory."""
-        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> Iterable[int]:
         """The simulation's nodes (every run of the study sees them all)."""
