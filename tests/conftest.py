@@ -63,8 +63,8 @@ def publishes(monkeypatch):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first, the longest first (``slow(seconds=N)``: about N s alone; the
-    others in their files' order): every worker takes them from the start, and the many short
+    """Slow tests first, the longest first (``slow(seconds=N)``: about N s on two workers; the
+    others in their files' order): both workers share them from the start, and the many short
     tests fill in at the end, instead of one worker finishing a long test alone."""
     items.sort(key=_order)
 
