@@ -66,16 +66,10 @@ class WatchedGrid(StoppableGrid):
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         """The replies to ``message_ids`` that came, if the launcher is still there after."""
-        self.check()
-        replies = list(self._grid.pull_messages(message_ids))
-        self.check()  # a reply pulled after the launcher died may tell only of that death
-        return replies
+        return self.checked_replies(lambda: self._grid.pull_messages(message_ids))
 
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
     ) -> Iterable[Message]:
         """Send ``messages`` and wait for their replies, if the launcher is still there after."""
-        self.check()
-        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
-        self.check()
-        return replies
+        return self.checked_replies(lambda: self._grid.send_and_receive(messages, timeout=timeout))

@@ -112,6 +112,16 @@ class StoppableGrid(Grid):
         if reason is not None:
             raise RunStopped(reason)
 
+    def checked_replies(self, pull: Callable[[], Iterable[Message]]) -> list[Message]:
+        """The replies ``pull()`` brings, if the run was not asked to stop before or during it.
+        Looked at again after: once a launcher is killed, its Ray head dies too and the nodes'
+        replies say so (ActorDiedError). Such a reply, pulled after the stop, must not reach
+        the run as its node's fault, nor a checkpoint that a resumed run would replay."""
+        self.check()
+        replies = list(pull())
+        self.check()
+        return replies
+
     def create_message(
         self,
         content: RecordDict,
@@ -170,13 +180,7 @@ class RunGrid(StoppableGrid):
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         """The replies to ``message_ids`` that came, if the run was not stopped meanwhile."""
-        self.check()
-        replies = self._shared.pull(message_ids)
-        # Looked at again: once a study's launcher is killed, its Ray head dies too and the
-        # nodes' replies say so (ActorDiedError). Such a reply, pulled after the stop, must not
-        # reach the run as its node's fault, nor a checkpoint that a resumed run would replay.
-        self.check()
-        return replies
+        return self.checked_replies(lambda: self._shared.pull(message_ids))
 
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
