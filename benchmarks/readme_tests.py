@@ -7,7 +7,9 @@ Usage::
 Clones this checkout's HEAD into a temporary directory and runs the README's test command there
 as written: its ``&&``-joined steps one after another (make the venv, install, run pytest), each
 with ``bash -c`` in the clone. pytest also gets ``--durations=15`` through ``PYTEST_ADDOPTS``
-(it prints the slowest tests and changes no test). For each step it records the wall time and the
+(it prints the slowest tests and changes no test), and uv a cache folder of its own, new and empty
+(``UV_CACHE_DIR``), so that the install downloads everything, as on a fresh machine, whatever an
+earlier install left in uv's usual cache. For each step it records the wall time and the
 machine's busy CPU-seconds over every core (``/proc/stat``), so the machine should be otherwise
 idle: the load average before and after is recorded too. A step's floor is its busy CPU-seconds
 over the cores, the least wall time that work could take with every core busy. The result goes
@@ -95,9 +97,10 @@ def versions(clone: Path) -> str:
 
 def measure(command: str, label: str) -> dict[str, Any]:
     """Clone HEAD, run ``command`` step by step in the clone; the result."""
-    env = {**os.environ, "PYTEST_ADDOPTS": f"--durations={SLOWEST}"}
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="fl-async-readme-") as tmp:
+        cache = str(Path(tmp, "uv-cache"))
+        env = {**os.environ, "PYTEST_ADDOPTS": f"--durations={SLOWEST}", "UV_CACHE_DIR": cache}
         clone = Path(tmp, "clone")
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         steps, output = [], ""
