@@ -96,8 +96,7 @@ class AsyncStrategy(Strategy):
     seed : int (default: 0)
         Seeds every task (``task-seed``) together with the node's stable id and task index.
     poll_interval : float (default: 0.02)
-        Seconds between pulls while waiting for replies, at first; the wait grows by half at
-        each empty pull, up to 50 times what a pull takes, within 0.05 s to 0.5 s.
+        Seconds between pulls while waiting for replies.
     refresh_interval : float (default: 2.0)
         Seconds between looks at the grid's node list (joins and departures).
     guard : UpdateGuard, float or None (default: 3.0)

@@ -30,22 +30,6 @@ from fl_async.strategies.run import Run
 SWEEP_EVERY = 1.0
 """Seconds between pulls of every unanswered reply (at most a twentieth of the task timeout);
 in between only the replies awaited next are pulled."""
-PULL_SHARE = 50
-"""The wait between two pulls grows up to this many times what the last pull took: pulling
-takes at most about a fiftieth of the waiting."""
-WAIT_RANGE = (0.05, 0.5)
-"""The least and the most that the wait between two pulls grows to, in seconds. An in-memory
-pull (simulation) costs well under a millisecond: 50 ms. A deployment's pull is a request to
-its SuperLink, about 6 ms on loopback with TLS: 0.3 s, which cut the SuperLink's CPU (at a
-50-ms wait it answered 20 pulls a second) at the cost of a reply's turn coming up to 0.3 s
-later, next to tasks of seconds."""
-
-
-def next_wait(wait: float, pull_seconds: float) -> float:
-    """The wait before the pull after next: 1.5 times ``wait``, up to ``PULL_SHARE`` times
-    what the last pull took (``pull_seconds``), kept within ``WAIT_RANGE``."""
-    low, high = WAIT_RANGE
-    return min(wait * 1.5, max(low, min(high, PULL_SHARE * pull_seconds)))
 
 
 class _NoReply:
@@ -65,7 +49,7 @@ class Replies:
 
     ``before_reply(finish)`` runs before each reply or timeout is handled, ``finish`` its task's
     virtual finish (the strategy checks it still owns its checkpoint and evaluates the grid
-    points before it). ``poll_interval``: seconds between pulls, at first (then ``next_wait``).
+    points before it). ``poll_interval``: seconds between pulls, at first.
     """
 
     def __init__(
@@ -120,10 +104,8 @@ class Replies:
             if any(m not in book for m in wanted):
                 return UNSENT
             pending = self._to_pull(wanted)
-            started = time.perf_counter()
             for key, reply in run.outbox.pull(grid, pending) if pending else []:
                 book.stash(key, reply)
-            pulled_in = time.perf_counter() - started
             if any(book.stashed(m) for m in wanted):
                 continue
             if time.time() - min(book[m].dispatched_wall for m in wanted) > run.timeout:
@@ -131,7 +113,8 @@ class Replies:
             if run.out_of_wall_time():
                 return OUT_OF_TIME
             time.sleep(interval)
-            interval = next_wait(interval, pulled_in)
+            # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
+            interval = min(interval * 1.5, 0.05)
 
     def _to_pull(self, wanted: list[str]) -> list[str]:
         """The replies to ask the grid for now: the awaited ones, and once per sweep every
