@@ -74,17 +74,18 @@ def test_a_short_churn_run_kills_restarts_and_leaves_no_process(tmp_path) -> Non
     budget, nothing is applied twice, every process is gone. (Whether it applies updates at all
     in 20 s depends on the machine's load: the 15-minute run checks that.)"""
     out = tmp_path / "churn.json"
-    assert len(churn.schedule(seed=0, nodes=2, duration=20.0, every=10.0, down=4.0)) == 1
+    short = {"duration": 20.0, "every": 10.0, "down": 4.0}
+    assert len(churn.schedule(seed=0, nodes=2, **short)) == 1  # what the run below does
     churn.main(
         [
             "--nodes",
             "2",
             "--duration",
-            "20",
+            str(short["duration"]),
             "--kill-every",
-            "10",
+            str(short["every"]),
             "--down",
-            "4",
+            str(short["down"]),
             "--sample-every",
             "2",
             "--out",
