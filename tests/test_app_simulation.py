@@ -69,7 +69,8 @@ def run_in_process(output: Path) -> dict:
         server,
         client_app,
         num_supernodes=NODES,
-        # One actor, as in the launched run: the virtual clock orders the replies either way.
+        # One actor, where the cluster's run had one per node (two): the virtual clock orders
+        # the replies either way.
         backend_config=simapps.backend_config(actors=1),
     )
     return json.loads((output / HISTORY).read_text())
