@@ -97,3 +97,29 @@ def test_a_rejection_for_staleness_is_not_held_against_the_node():
     result, _ = run(strategy, nodes, max_updates=20)
     assert result.rejected.get("too-stale", 0) > 0
     assert result.stopped_by == "budget"
+
+
+class CountingGrid(FakeGrid):
+    """A FakeGrid that counts its pulls of replies."""
+
+    pulls = 0
+
+    def pull_messages(self, message_ids):  # noqa: D102
+        self.pulls += 1
+        return super().pull_messages(message_ids)
+
+
+def test_a_poll_interval_above_the_backoff_cap_is_kept_while_waiting():
+    """The clock makes the run wait on a node that hangs for the whole 1-s run: with
+    ``poll_interval=0.25`` the loop pulls about four times a second (6 pulls in all, with the
+    first tasks'), not twenty (14: the back-off used to shrink such a wait to 50 ms). No
+    identify query: its wait has no back-off, and would use the second."""
+    grid = CountingGrid(quadratic_fleet(3, seed=3, modes={1: "silent"}))
+    strategy = ASGD(
+        clock=VirtualClock(seed=0), min_nodes=3, poll_interval=0.25, identify_nodes=False
+    )
+    result = strategy.start(
+        grid, initial_arrays(), num_rounds=50, timeout=3600, train_config=TRAIN, max_wall_time=1.0
+    )
+    assert result.stopped_by == "max-wall-time"
+    assert 2 <= grid.pulls <= 8, grid.pulls

@@ -96,7 +96,8 @@ class AsyncStrategy(Strategy):
     seed : int (default: 0)
         Seeds every task (``task-seed``) together with the node's stable id and task index.
     poll_interval : float (default: 0.02)
-        Seconds between pulls while waiting for replies.
+        Seconds between pulls while waiting for replies, at first: the wait grows to 0.05 s
+        (or stays at ``poll_interval``, where that is longer).
     refresh_interval : float (default: 2.0)
         Seconds between looks at the grid's node list (joins and departures).
     guard : UpdateGuard, float or None (default: 3.0)

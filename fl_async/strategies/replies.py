@@ -30,6 +30,9 @@ from fl_async.strategies.run import Run
 SWEEP_EVERY = 1.0
 """Seconds between pulls of every unanswered reply (at most a twentieth of the task timeout);
 in between only the replies awaited next are pulled."""
+BACKOFF_CAP = 0.05
+"""Seconds: the longest wait between pulls that the back-off reaches by itself; a
+``poll_interval`` above it is kept as it is."""
 
 
 class _NoReply:
@@ -49,7 +52,8 @@ class Replies:
 
     ``before_reply(finish)`` runs before each reply or timeout is handled, ``finish`` its task's
     virtual finish (the strategy checks it still owns its checkpoint and evaluates the grid
-    points before it). ``poll_interval``: seconds between pulls, at first.
+    points before it). ``poll_interval``: seconds between pulls, at first; the wait grows 1.5
+    times a pull up to ``BACKOFF_CAP`` (or ``poll_interval`` where that is longer).
     """
 
     def __init__(
@@ -113,8 +117,9 @@ class Replies:
             if run.out_of_wall_time():
                 return OUT_OF_TIME
             time.sleep(interval)
-            # A pull is cheap next to a reply left waiting: back off to 50 ms at most.
-            interval = min(interval * 1.5, 0.05)
+            # A pull is cheap next to a reply left waiting: back off to 50 ms at most, or to
+            # poll_interval where that is longer (it was undone after the first wait before).
+            interval = min(interval * 1.5, max(self.poll_interval, BACKOFF_CAP))
 
     def _to_pull(self, wanted: list[str]) -> list[str]:
         """The replies to ask the grid for now: the awaited ones, and once per sweep every
