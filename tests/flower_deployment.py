@@ -52,6 +52,8 @@ from flower_processes import (
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr live here
 CONNECTION = "deploy"  # the connection name written to $FLWR_HOME/config.toml
+NODE_ID = "SuperNode ID:"
+"""What a SuperNode logs once the SuperLink has registered and activated it."""
 
 
 @dataclass(frozen=True)
@@ -297,13 +299,18 @@ class FlowerDeployment:
         return [n for n in nodes if str(n.get("status", "")).lower() == "online"]
 
     def wait_for_nodes(self, count: int, timeout: float | None = None) -> list[dict]:
-        """Wait until ``count`` SuperNodes are online."""
+        """Wait until ``count`` SuperNodes are online. Asked of the SuperLink only once every
+        SuperNode has logged its node ID: each ``flwr`` command is a process that costs more
+        than a second of CPU."""
         deadline = time.monotonic() + (timeout or self.startup_timeout)
         online: list[dict] = []
         while time.monotonic() < deadline:
             for proc in self.supernodes.values():
                 if proc.popen.poll() not in (None, -signal.SIGKILL):
                     raise FlowerProcessError(f"{proc.name} exited:\n{proc.log()}")
+            if not all(NODE_ID in proc.log() for proc in self.supernodes.values()):
+                time.sleep(0.2)
+                continue
             online = self.online_nodes()
             if len(online) >= count:
                 return online

@@ -40,6 +40,10 @@ NUM_UPDATES = 100
 UPDATES_AFTER_FAULT = 3
 """The run stops this many server steps after the killed node's fault: the run went on without it
 (it ran on to a 150-s wall time before, most of this test's time)."""
+TASK_PAUSE = 3.0
+"""Seconds each ClientApp waits before it trains, as a device's task takes seconds. The run
+must outlast the killed node's TTL while the others keep training; each of their tasks starts
+a ClientApp process (a second or two of CPU), and the pause means fewer of them meanwhile."""
 MAX_WALL_TIME = 240.0
 """Only a safety net: the kill comes within STEP_WAIT s, its fault TIMEOUT s later."""
 STEP_WAIT = 110.0
@@ -167,6 +171,7 @@ def test_tls_auth_and_a_run_that_survives_a_killed_supernode(tmp_path: Path) -> 
             "min-nodes": NUM_NODES,
             "num-updates": NUM_UPDATES,
             "timeout": TIMEOUT,
+            "task-pause": TASK_PAUSE,
             "max-wall-time": MAX_WALL_TIME,
             "result-path": str(result_path),
             "progress-path": str(progress_path),

@@ -6,6 +6,8 @@ Node config keys: ``partition-id`` (int) and ``num-partitions`` (int), as set wi
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -29,7 +31,9 @@ def query(msg: Message, context: Context) -> Message:
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    """A few SGD steps on this node's quadratic, seeded by the task's ``task-seed``."""
+    """A few SGD steps on this node's quadratic, seeded by the task's ``task-seed``, after the
+    task's ``pause`` (seconds: a task as long as a real device's)."""
+    time.sleep(float(msg.content.config_records["config"].get("pause", 0.0)))
     partition = _partition(context)
     record = msg.content.array_records["arrays"]
     config = msg.content.config_records["config"]

@@ -89,7 +89,9 @@ def main(grid: Grid, context: Context) -> None:
             initial,
             num_rounds=10**6,  # the budgets below stop the run
             timeout=float(cfg["timeout"]),
-            train_config=ConfigRecord({"local-steps": int(cfg["local-steps"])}),
+            train_config=ConfigRecord(
+                {"local-steps": int(cfg["local-steps"]), "pause": float(cfg["task-pause"])}
+            ),
             evaluate_fn=evaluate,
             should_stop=_after_fault(cfg, fault_log),
             max_updates=int(cfg["num-updates"]),
@@ -143,6 +145,7 @@ def _strategy(cfg: dict[str, Any]) -> Any:
         eval_every=1,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every if checkpoint_dir else None,
+        poll_interval=float(cfg.get("poll-interval", 0.2)),
     )
 
 
