@@ -24,8 +24,8 @@ from fl_async.cli import main
 
 
 def tiny(root: Path, *, splits: str = "dirichlet", seeds: str = "0") -> list[str]:
-    """The tiny suite's settings, on Fashion-MNIST IDX files under ``root`` (read by
-    torchvision, so the bench passes ``--data-root`` through to every node), one actor; the
+    """The tiny suite's settings, on Fashion-MNIST IDX files under ``root`` (in torchvision's
+    layout, so the bench passes ``--data-root`` through to every node), one actor; the
     tiny sweep below uses them too (its one split and seed), and starts from the suite's runs."""
     return [
         "--scenario",

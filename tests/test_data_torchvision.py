@@ -1,5 +1,9 @@
 """Fashion-MNIST, MNIST and CIFAR-10/100 read by torchvision from tiny files in its real formats."""
 
+import gzip
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -26,6 +30,59 @@ def test_idx_files(tmp_path, name, folder, compress):
     np.testing.assert_array_equal(
         load_labels(name, root=tmp_path, source="torchvision"), arrays["train"][1]
     )
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["raw", "gz"])
+def test_idx_files_give_what_torchvisions_class_gives(tmp_path, compress):
+    """fl-async reads IDX files with numpy; torchvision's FashionMNIST reads the same bytes."""
+    make_idx_set(tmp_path, "FashionMNIST", compress, RNG, n_train=30)
+    data = load_dataset("fashion-mnist", root=tmp_path, source="torchvision")
+    if compress:  # torchvision reads the unpacked files only
+        for packed in (tmp_path / "FashionMNIST" / "raw").glob("*.gz"):
+            packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+    for split, train in ((data.train, True), (data.test, False)):
+        theirs = torchvision.datasets.FashionMNIST(str(tmp_path), train=train)
+        assert torch.equal(split.labels, theirs.targets)
+        assert torch.equal(split.images, theirs.data.unsqueeze(1))
+        assert split.images.is_contiguous()
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda b: b[:-5], "holds 7851 bytes; its header shape (10, 28, 28) needs 7856"),
+        (lambda b: b[:9], "its header is cut short"),
+        (lambda b: b"\x01" + b[1:], "does not start with two zero bytes"),
+        (lambda b: b[:2] + b"\x0d" + b[3:], "type code 0x0d with 3 dimension(s)"),
+    ],
+    ids=["short", "header", "magic", "float"],
+)
+def test_a_damaged_idx_file_is_refused_naming_it_and_the_fetch_command(tmp_path, damage, says):
+    make_idx_set(tmp_path, "FashionMNIST", compress=False, rng=RNG)
+    images = tmp_path / "FashionMNIST" / "raw" / "t10k-images-idx3-ubyte"
+    images.write_bytes(damage(images.read_bytes()))
+    with pytest.raises(RuntimeError) as error:
+        load_dataset("fashion-mnist", root=tmp_path, source="torchvision")
+    assert f"{images}" in str(error.value) and says in str(error.value)
+    assert f"fl-async data download fashion-mnist --root {tmp_path}" in str(error.value)
+
+
+def test_reading_idx_files_imports_no_torchvision(tmp_path):
+    """torchvision's import loads torch._dynamo: about 3 CPU-seconds in each process (a
+    ServerApp, every actor) that reads Fashion-MNIST."""
+    make_idx_set(tmp_path, "FashionMNIST", compress=True, rng=RNG)
+    code = (
+        "import sys\n"
+        "from fl_async.data import load_dataset, load_labels\n"
+        f"load_dataset('fashion-mnist', root={str(tmp_path)!r})\n"
+        f"load_labels('fashion-mnist', root={str(tmp_path)!r})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_auto_source_prefers_torchvision_files_under_root(tmp_path):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fl_async.data.idx import read_idx
 from fl_async.data.sources import fetch_command
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ _IDX_FILES = (
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
+IDX_CLASSES = 10
+"""Classes of the IDX datasets (MNIST's digits, Fashion-MNIST's garments)."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,15 @@ TORCHVISION_SETS: dict[str, TorchvisionSet] = {
 
 
 def load_torchvision(name: str, *, root: Path, download: bool) -> FederatedData:
-    """Read ``name`` with its torchvision class from ``root`` (downloading only when asked)."""
+    """Read ``name`` from ``root`` in torchvision's layout (downloading only when asked): the
+    IDX files with numpy (``fl_async.data.idx``), CIFAR with its torchvision class."""
     from fl_async.data.imageset import federated_data
 
+    if TORCHVISION_SETS[name].files == _IDX_FILES:
+        if download:
+            _open(name, root=root, train=True, download=True)  # fetches all four files
+        train, test = (_idx_tensors(name, root, prefix) for prefix in ("train", "t10k"))
+        return federated_data(name, train=train, test=test, num_classes=IDX_CLASSES)
     train = _open(name, root=root, train=True, download=download)
     test = _open(name, root=root, train=False, download=False)
     return federated_data(
@@ -70,18 +79,56 @@ def load_torchvision(name: str, *, root: Path, download: bool) -> FederatedData:
 
 
 def torchvision_labels(name: str, *, root: Path, download: bool) -> np.ndarray:
-    """Training labels of ``name`` read with its torchvision class."""
+    """Training labels of ``name`` read from ``root`` in torchvision's layout."""
+    if TORCHVISION_SETS[name].files == _IDX_FILES:
+        if download:
+            _open(name, root=root, train=True, download=True)
+        return _idx_arrays(name, root, "train", images=False)[1].astype(np.int64)
     dataset = _open(name, root=root, train=True, download=download)
     return np.asarray(dataset.targets, dtype=np.int64)
 
 
+def _idx_arrays(
+    name: str, root: Path, prefix: str, *, images: bool = True
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """The images (N×28×28, unless ``images`` is False) and labels of split ``prefix``
+    (``train`` or ``t10k``) of an IDX dataset; a damaged file names the command that
+    replaces it."""
+    _require_files(name, root)
+    where = TORCHVISION_SETS[name].location(root)
+    try:
+        labels = read_idx(where / f"{prefix}-labels-idx1-ubyte", ndim=1)
+        pixels = read_idx(where / f"{prefix}-images-idx3-ubyte", ndim=3) if images else None
+    except (ValueError, OSError, EOFError) as error:  # EOFError: a cut-short .gz
+        raise RuntimeError(
+            f"could not read {name} from {where}: {error}. Fetch a fresh copy (it replaces "
+            f"the folder) with: {fetch_command(name, root)}"
+        ) from error
+    if pixels is not None and len(pixels) != len(labels):
+        raise RuntimeError(
+            f"could not read {name} from {where}: {len(pixels)} {prefix} images but "
+            f"{len(labels)} labels. Fetch a fresh copy with: {fetch_command(name, root)}"
+        )
+    return pixels, labels
+
+
+def _idx_tensors(name: str, root: Path, prefix: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split ``prefix`` of an IDX dataset as torchvision's class gives it: N×1×28×28 uint8
+    images and int64 labels."""
+    import torch  # here: the launcher imports this module for its table, and runs without torch
+
+    pixels, labels = _idx_arrays(name, root, prefix)
+    assert pixels is not None
+    return torch.from_numpy(pixels[:, None]), torch.from_numpy(labels.astype(np.int64))
+
+
 def _open(name: str, *, root: Path, train: bool, download: bool) -> MNIST | CIFAR10:
-    import torchvision.datasets  # imported here: it adds ~1 s that the embedded default avoids
+    # imported here: with torch._dynamo (through torchvision.ops) it costs about 3 CPU-seconds
+    import torchvision.datasets
 
     spec = TORCHVISION_SETS[name]
     if not download:
         _require_files(name, root)
-        _decompress_idx(spec, root)
     dataset_class = getattr(torchvision.datasets, spec.class_name)
     try:
         return dataset_class(root=str(root), train=train, download=download)
@@ -103,26 +150,11 @@ def _require_files(name: str, root: Path) -> None:
         )
 
 
-def _decompress_idx(spec: TorchvisionSet, root: Path) -> None:
-    # torchvision reads only the decompressed IDX files; when a user copied the .gz files by hand,
-    # unpack them in place exactly as torchvision's own download step would.
-    from torchvision.datasets.utils import extract_archive
-
-    where = spec.location(root)
-    for name in spec.files:
-        packed = where / f"{name}.gz"
-        if not (where / name).is_file() and packed.is_file():
-            extract_archive(str(packed), str(where))
-
-
-def _tensors(dataset: MNIST | CIFAR10) -> tuple[torch.Tensor, torch.Tensor]:
+def _tensors(dataset: CIFAR10) -> tuple[torch.Tensor, torch.Tensor]:
+    """A CIFAR split's N×C×H×W uint8 images (stored N×H×W×C) and int64 labels."""
     # torch here (torchvision has loaded it by now): the launcher imports this module for its
     # table of datasets only, and runs without torch.
     import torch
 
     labels = torch.as_tensor(np.asarray(dataset.targets, dtype=np.int64))
-    data = dataset.data
-    if isinstance(data, torch.Tensor):  # the MNIST family: N×H×W uint8
-        return data.unsqueeze(1).contiguous(), labels
-    # CIFAR: N×H×W×C uint8 numpy
-    return torch.from_numpy(np.ascontiguousarray(data.transpose(0, 3, 1, 2))), labels
+    return torch.from_numpy(np.ascontiguousarray(dataset.data.transpose(0, 3, 1, 2))), labels
