@@ -67,6 +67,16 @@ def test_a_damaged_idx_file_is_refused_naming_it_and_the_fetch_command(tmp_path,
     assert f"fl-async data download fashion-mnist --root {tmp_path}" in str(error.value)
 
 
+@pytest.mark.parametrize("damage", [lambda b: b[:-9], lambda b: b[:20] + bytes(40) + b[60:]])
+def test_a_damaged_gz_idx_file_is_refused_naming_it(tmp_path, damage):
+    make_idx_set(tmp_path, "FashionMNIST", compress=True, rng=RNG)
+    packed = tmp_path / "FashionMNIST" / "raw" / "train-labels-idx1-ubyte.gz"
+    packed.write_bytes(damage(packed.read_bytes()))
+    with pytest.raises(RuntimeError, match="is not a readable gzip file") as error:
+        load_labels("fashion-mnist", root=tmp_path, source="torchvision")
+    assert str(packed) in str(error.value) and "fl-async data download" in str(error.value)
+
+
 def test_reading_idx_files_imports_no_torchvision(tmp_path):
     """torchvision's import loads torch._dynamo: about 3 CPU-seconds in each process (a
     ServerApp, every actor) that reads Fashion-MNIST."""

@@ -11,7 +11,9 @@ such an IDX file is refused with a ``ValueError`` naming it; nothing in it is ru
 from __future__ import annotations
 
 import gzip
+import math
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
     """The uint8 array of the IDX file ``path`` (its ``.gz`` form where only that exists),
     which must have ``ndim`` dimensions (3 for images, 1 for labels)."""
     path = Path(path)
-    payload = path.read_bytes() if path.is_file() else gzip.decompress(_gz(path).read_bytes())
+    payload = path.read_bytes() if path.is_file() else _gunzip(_gz(path))
     if len(payload) < 4 or payload[:2] != b"\0\0":
         raise ValueError(f"{path} is not an IDX file: it does not start with two zero bytes")
     code, rank = payload[2], payload[3]
@@ -35,7 +37,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
         )
     header = 4 + 4 * rank
     shape = struct.unpack(f">{rank}I", payload[4:header]) if len(payload) >= header else ()
-    expected = header + int(np.prod(shape, dtype=np.int64)) if shape else None
+    expected = header + math.prod(shape) if shape else None  # Python ints: no overflow
     if expected is None or len(payload) != expected:
         raise ValueError(
             f"{path} holds {len(payload)} bytes; its header "
@@ -46,3 +48,11 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
 
 def _gz(path: Path) -> Path:
     return path.with_name(f"{path.name}.gz")
+
+
+def _gunzip(packed: Path) -> bytes:
+    """The bytes inside the gzip file ``packed``; a damaged one raises ``ValueError``."""
+    try:
+        return gzip.decompress(packed.read_bytes())
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ValueError(f"{packed} is not a readable gzip file: {error}") from error

@@ -99,7 +99,7 @@ def _idx_arrays(
     try:
         labels = read_idx(where / f"{prefix}-labels-idx1-ubyte", ndim=1)
         pixels = read_idx(where / f"{prefix}-images-idx3-ubyte", ndim=3) if images else None
-    except (ValueError, OSError, EOFError) as error:  # EOFError: a cut-short .gz
+    except (ValueError, OSError) as error:
         raise RuntimeError(
             f"could not read {name} from {where}: {error}. Fetch a fresh copy (it replaces "
             f"the folder) with: {fetch_command(name, root)}"
