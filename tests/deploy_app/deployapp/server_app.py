@@ -145,7 +145,7 @@ def _strategy(cfg: dict[str, Any]) -> Any:
         eval_every=1,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every if checkpoint_dir else None,
-        poll_interval=float(cfg.get("poll-interval", 0.2)),
+        poll_interval=float(cfg["poll-interval"]),
     )
 
 
