@@ -295,6 +295,31 @@ def test_a_head_that_hangs_on_sigterm_is_killed_with_all_under_it_after_the_grac
             os.killpg(supervisor, signal.SIGKILL)
 
 
+def test_ray_start_leaves_out_the_command_groups_it_does_not_use():
+    """``python -m fl_async.app.ray_start`` has ``start`` and ``stop``, not Serve's, jobs' or
+    state's groups, and loads neither pandas nor FastAPI (Ray Serve's)."""
+    code = (
+        "import sys\n"
+        "from fl_async.app import ray_start\n"
+        "sys.argv = ['ray', '--help']\n"
+        "try:\n"
+        "    ray_start.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "from ray.scripts import scripts\n"
+        "print(sorted(scripts.cli.commands))\n"
+        "print([m for m in ('pandas', 'fastapi') if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    commands, heavy = done.stdout.strip().splitlines()[-2:]
+    assert "'start'" in commands and "'stop'" in commands
+    assert not {"'serve'", "'job'", "'list'"} & set(commands.strip("[]").split(", "))
+    assert heavy == "[]"
+
+
 def test_the_head_binds_to_loopback_and_starts_a_ray_client_server_only_when_asked(monkeypatch):
     command = local_ray._command(6379, 2, "/tmp/x")
     assert "--node-ip-address=127.0.0.1" in command
