@@ -2,6 +2,7 @@
 much CPU), and only a named accelerator needs it to be looked for."""
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,34 @@ def test_the_checks_of_a_launch_import_no_torch(tmp_path: Path) -> None:
     lines = done.stdout.strip().splitlines()
     assert lines[:3] == ["gsgm 20 mnist", "gsgm 6 synthetic", "asgd 20 mnist"]
     assert lines[-1] == "torch imported: False"
+
+
+_REFUSE = """
+import sys
+from fl_async.app import launch, preflight
+args = launch.build_parser().parse_args(["--app", sys.argv[1], "--run-config", sys.argv[2]])
+try:
+    preflight.prepare(args)
+except BaseException as refused:
+    print("refused:", refused)
+print("imported:", sorted(m for m in ("torch", "datasets") if m in sys.modules))
+"""
+
+
+def test_a_missing_dataset_is_refused_without_torch_or_datasets(tmp_path: Path) -> None:
+    """Neither its torchvision files nor its Hugging Face snapshot: the refusal only looks."""
+    config = f"dataset='fashion-mnist' data-root='{tmp_path}'"
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSE, str(ROOT), config],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fashion-mnist not found" in done.stdout, done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "imported: []"
 
 
 @pytest.mark.parametrize("preference", ["auto", "cpu", " CPU "])

@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from fl_async.data.imageset import FederatedData, federated_data
-from fl_async.data.sources import fetch_command
 from fl_async.data.split import stratified_split
 from fl_async.extras import require
 
@@ -24,39 +23,6 @@ _LABEL_COLUMNS = ("label", "labels", "fine_label")
 OWNER_COLUMN = "writer_id"
 """The owner column read when none is named (FEMNIST's writers)."""
 _GREY_MODES = ("1", "L")
-
-
-def open_hub(
-    repo_id: str, *, root: Path | None, download: bool
-) -> datasets.DatasetDict | datasets.Dataset:
-    """A Hub dataset from the local cache, fetched first only when ``download`` is True."""
-    return open_path(hub_snapshot(repo_id, root=root, download=download), root=root)
-
-
-def hub_snapshot(repo_id: str, *, root: Path | None, download: bool) -> Path:
-    """The folder of ``repo_id``'s snapshot in the Hub cache (``root``, else Hugging Face's
-    default), fetched first only when ``download`` is True; FileNotFoundError when it is not
-    there, or only partly (an interrupted download)."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    # ``datasets.load_dataset`` would always contact the Hub; a snapshot taken with
-    # ``local_files_only`` never does, so ``download=False`` really stays offline.
-    cache_dir = None if root is None else str(root)
-    try:
-        folder = snapshot_download(
-            repo_id, repo_type="dataset", cache_dir=cache_dir, local_files_only=not download
-        )
-    except LocalEntryNotFoundError as error:
-        if download:  # the Hub could not be reached: the caller retries or reports it
-            raise
-
-        where = cache_dir or "the Hugging Face cache (HF_HUB_CACHE)"
-        raise FileNotFoundError(
-            f"Hugging Face dataset {repo_id!r} is not (or only partly) in {where}; fetch it "
-            f"with: {fetch_command(repo_id, root)}"
-        ) from error
-    return Path(folder)
 
 
 def open_disk(path: Path) -> datasets.DatasetDict | datasets.Dataset:

@@ -23,7 +23,7 @@ def hub_root(root: str | os.PathLike[str] | None) -> Path | None:
 
 def hub_present(name: str, root: Path | None) -> Fetched | None:
     """The snapshot of ``name`` already cached under ``root``, or None (nothing is fetched)."""
-    from fl_async.data.hf import hub_snapshot
+    from fl_async.data.hub_cache import hub_snapshot
 
     try:
         folder = hub_snapshot(repo_id_of(name), root=root, download=False)
@@ -42,7 +42,7 @@ def fetch_hub(name: str, root: Path | None) -> Fetched:
         RevisionNotFoundError,
     )
 
-    from fl_async.data.hf import hub_snapshot
+    from fl_async.data.hub_cache import hub_snapshot
 
     repo_id = repo_id_of(name)
     if constants.is_offline_mode():
@@ -90,7 +90,7 @@ def hub_status(name: str, repo_id: str, root: Path | None) -> Status:
     """``fl-async data list``'s row for the Hub dataset ``name``: present, incomplete or absent."""
     from huggingface_hub.errors import IncompleteSnapshotError
 
-    from fl_async.data.hf import hub_snapshot
+    from fl_async.data.hub_cache import hub_snapshot
 
     where = str(root) if root is not None else "the Hugging Face cache (HF_HUB_CACHE)"
     source = f"Hugging Face, {repo_id}"

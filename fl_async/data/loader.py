@@ -81,12 +81,12 @@ def load_dataset(
     )
     if local is not None:
         return local
-    # Imported only here: ``datasets`` adds ~1 s to start-up that the other readers avoid.
-    from fl_async.data.hf import to_federated
+    opened = _open_hf(plan, name=name, root=root, download=download)  # refuses a missing one
+    from fl_async.data.hf import to_federated  # only now: it imports torch and datasets
 
     return to_federated(
         name,
-        _open_hf(plan, name=name, root=root, download=download),
+        opened,
         image_column=image_column,
         label_column=label_column,
         test_fraction=test_fraction,
@@ -144,10 +144,11 @@ def load_labels(
         from fl_async.data.folder import folder_labels
 
         return folder_labels(Path(plan.target), test_fraction=test_fraction, split_seed=split_seed)
-    from fl_async.data.hf import train_labels
+    opened = _open_hf(plan, name=name, root=root, download=download)  # refuses a missing one
+    from fl_async.data.hf import train_labels  # only now: it imports torch and datasets
 
     return train_labels(
-        _open_hf(plan, name=name, root=root, download=download),
+        opened,
         label_column=label_column,
         test_fraction=test_fraction,
         split_seed=split_seed,
@@ -174,10 +175,11 @@ def load_owners(
     plan = _plan(name, source=source, root=root, download=download)
     if plan.kind in _WITHOUT_OWNERS:
         raise _no_owners(name)
-    from fl_async.data.hf import train_owners
+    opened = _open_hf(plan, name=name, root=root, download=download)  # refuses a missing one
+    from fl_async.data.hf import train_owners  # only now: it imports torch and datasets
 
     owners = train_owners(
-        _open_hf(plan, name=name, root=root, download=download),
+        opened,
         owner_column=owner_column,
         label_column=label_column,
         test_fraction=test_fraction,
@@ -245,21 +247,29 @@ def _plan(name: str, *, source: str, root: str | os.PathLike[str] | None, downlo
 def _open_hf(
     plan: _Plan, *, name: str, root: str | os.PathLike[str] | None, download: bool
 ) -> datasets.DatasetDict | datasets.Dataset:
-    from fl_async.data.hf import open_disk, open_hub, open_path
-
     hf_root = None if root is None else Path(root).expanduser()
-    if plan.kind == "path":
-        return open_path(Path(plan.target), root=hf_root)
-    if plan.kind == "disk":
-        return open_disk(Path(plan.target))
-    if plan.kind == "hub":
-        return open_hub(plan.target, root=hf_root, download=download)
+    if plan.kind in ("path", "disk"):
+        from fl_async.data.hf import open_disk, open_path
+
+        target = Path(plan.target)
+        return open_path(target, root=hf_root) if plan.kind == "path" else open_disk(target)
+    # The snapshot first: a missing dataset is refused before torch and datasets are imported.
+    from fl_async.data.hub_cache import hub_snapshot
+
     try:
-        return open_hub(HUB_IDS[plan.target], root=hf_root, download=False)
+        if plan.kind == "hub":
+            snapshot = hub_snapshot(plan.target, root=hf_root, download=download)
+        else:
+            snapshot = hub_snapshot(HUB_IDS[plan.target], root=hf_root, download=False)
     except FileNotFoundError as error:
+        if plan.kind == "hub":
+            raise
         spec = TORCHVISION_SETS[plan.target]
         raise FileNotFoundError(
             f"{name} not found: looked for torchvision's files in {spec.location(_root(root))} "
             f"and for {HUB_IDS[plan.target]} in the Hugging Face cache; fetch it with: "
             f"{fetch_command(plan.target, _root(root))}"
         ) from error
+    from fl_async.data.hf import open_path
+
+    return open_path(snapshot, root=hf_root)
