@@ -65,8 +65,39 @@ def publishes(monkeypatch):
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow tests first, the longest first (``slow(seconds=N)``: about N s on two workers; the
     others in their files' order): both workers share them from the start, and the many short
-    tests fill in at the end, instead of one worker finishing a long test alone."""
+    tests fill in at the end, instead of one worker finishing a long test alone. Tests marked
+    ``slow(waits=True)`` are spread apart (``_spread_waiting``)."""
     items.sort(key=_order)
+    _spread_waiting(items)
+
+
+def _spread_waiting(items: list[pytest.Item]) -> None:
+    """Hold each ``slow(waits=True)`` test (the deployment tests: about one core, much of it
+    Flower's processes waiting on each other) back until the other slow tests after the
+    previous one add up to that one's seconds: while one worker runs a deployment, the other
+    runs simulations, which keep both cores busy. The two deployments side by side left a core
+    idle for about 30 s (a timeline of /proc/stat over a whole run)."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    placed: list[pytest.Item] = []
+    held: list[pytest.Item] = []
+    owed = 0.0  # seconds of other slow tests still due since the last waiting one
+    for item in slow:
+        if _marker(item).get("waits"):
+            if owed > 0:
+                held.append(item)
+                continue
+            owed = float(_marker(item).get("seconds", 0))
+        else:
+            owed -= float(_marker(item).get("seconds", 0))
+        placed.append(item)
+        while held and owed <= 0:
+            placed.append(held.pop(0))
+            owed = float(_marker(placed[-1]).get("seconds", 0))
+    items[: len(slow)] = placed + held
+
+
+def _marker(item: pytest.Item) -> dict:
+    return item.get_closest_marker("slow").kwargs
 
 
 def _order(item: pytest.Item) -> tuple[bool, float]:

@@ -150,7 +150,7 @@ def kill_a_node_mid_run(
     return victim, killed_at
 
 
-@pytest.mark.slow(seconds=90)
+@pytest.mark.slow(seconds=90, waits=True)
 @pytest.mark.skipif(
     not (shutil.which("openssl") and shutil.which("ssh-keygen")),
     reason="generate_certs.sh needs openssl and ssh-keygen",

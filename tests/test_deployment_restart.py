@@ -348,7 +348,7 @@ def crash_and_restart(
     return crash, restart_superlink(deployment)
 
 
-@pytest.mark.slow(seconds=100)
+@pytest.mark.slow(seconds=100, waits=True)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
 def test_a_run_resumes_after_two_superlink_crashes(tmp_path: Path, orphan_reaper: None) -> None:
     """Two crashes in one deployment (each Flower process costs CPU to start): the first with
