@@ -1,14 +1,13 @@
 """Fashion-MNIST, MNIST and CIFAR-10/100 read by torchvision from tiny files in its real formats."""
 
 import gzip
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 import torchvision.datasets
 from cifar_files import make_cifar10, make_cifar100, trust_fixture_checksums
+from fresh_python import python_stdout
 from idx_files import make_idx_set
 
 from fl_async.data import load_dataset, load_labels
@@ -88,11 +87,7 @@ def test_reading_idx_files_imports_no_torchvision(tmp_path):
         f"load_labels('fashion-mnist', root={str(tmp_path)!r})\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert python_stdout(code).strip() == "[]"
 
 
 def test_auto_source_prefers_torchvision_files_under_root(tmp_path):

@@ -2,12 +2,10 @@
 much CPU), and only a named accelerator needs it to be looked for."""
 
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh_python import python_stdout
 
 from fl_async.clients.device import PREFERENCES, check_device
 
@@ -33,15 +31,7 @@ def test_the_checks_of_a_launch_import_no_torch(tmp_path: Path) -> None:
         "dataset='synthetic' partition.scheme='natural' num-nodes=6",
         f"strategy='asgd' checkpoint-every=5 output-dir='{tmp_path / 'run'}'",
     ]
-    done = subprocess.run(
-        [sys.executable, "-c", _PREPARE, str(ROOT), *configs],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
+    lines = python_stdout(_PREPARE, str(ROOT), *configs).strip().splitlines()
     assert lines[:3] == ["gsgm 20 mnist", "gsgm 6 synthetic", "asgd 20 mnist"]
     assert lines[-1] == "torch imported: False"
 
@@ -61,17 +51,9 @@ print("imported:", sorted(m for m in ("torch", "datasets") if m in sys.modules))
 def test_a_missing_dataset_is_refused_without_torch_or_datasets(tmp_path: Path) -> None:
     """Neither its torchvision files nor its Hugging Face snapshot: the refusal only looks."""
     config = f"dataset='fashion-mnist' data-root='{tmp_path}'"
-    done = subprocess.run(
-        [sys.executable, "-c", _REFUSE, str(ROOT), config],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert "fashion-mnist not found" in done.stdout, done.stdout
-    assert done.stdout.strip().splitlines()[-1] == "imported: []"
+    stdout = python_stdout(_REFUSE, str(ROOT), config)
+    assert "fashion-mnist not found" in stdout, stdout
+    assert stdout.strip().splitlines()[-1] == "imported: []"
 
 
 @pytest.mark.parametrize("preference", ["auto", "cpu", " CPU "])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import sockets
 from flower_processes import descendants, wait_processes_gone, wait_until
+from fresh_python import python_stdout
 from launch_fakes import (
     FakeHead,
     fake_flwr,
@@ -310,11 +311,7 @@ def test_ray_start_leaves_out_the_command_groups_it_does_not_use():
         "print(sorted(scripts.cli.commands))\n"
         "print([m for m in ('pandas', 'fastapi') if m in sys.modules])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    commands, heavy = done.stdout.strip().splitlines()[-2:]
+    commands, heavy = python_stdout(code).strip().splitlines()[-2:]
     assert "'start'" in commands and "'stop'" in commands
     assert not {"'serve'", "'job'", "'list'"} & set(commands.strip("[]").split(", "))
     assert heavy == "[]"

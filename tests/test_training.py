@@ -1,12 +1,11 @@
 """Local training and evaluation on the embedded MNIST: learning, determinism, the proximal term."""
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from fresh_python import python_stdout
 
 from fl_async.clients import evaluate, train
 from fl_async.clients.sgd import LocalSGD
@@ -178,8 +177,4 @@ def test_training_in_a_fresh_process_imports_no_torch_dynamo():
         "train(model, data, steps=3, lr=0.1, momentum=0.9)\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert python_stdout(code).strip() == "False"
