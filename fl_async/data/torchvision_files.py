@@ -83,42 +83,40 @@ def torchvision_labels(name: str, *, root: Path, download: bool) -> np.ndarray:
     if TORCHVISION_SETS[name].files == _IDX_FILES:
         if download:
             _open(name, root=root, train=True, download=True)
-        return _idx_arrays(name, root, "train", images=False)[1].astype(np.int64)
+        (labels,) = _read_idx_files(name, root, ("train-labels-idx1-ubyte", 1))
+        return labels.astype(np.int64)
     dataset = _open(name, root=root, train=True, download=download)
     return np.asarray(dataset.targets, dtype=np.int64)
 
 
-def _idx_arrays(
-    name: str, root: Path, prefix: str, *, images: bool = True
-) -> tuple[np.ndarray | None, np.ndarray]:
-    """The images (N×28×28, unless ``images`` is False) and labels of split ``prefix``
-    (``train`` or ``t10k``) of an IDX dataset; a damaged file names the command that
-    replaces it."""
+def _read_idx_files(name: str, root: Path, *files: tuple[str, int]) -> list[np.ndarray]:
+    """The arrays of ``files`` (file name, rank) of IDX dataset ``name`` under ``root``; a
+    damaged file names the command that replaces it."""
     _require_files(name, root)
     where = TORCHVISION_SETS[name].location(root)
     try:
-        labels = read_idx(where / f"{prefix}-labels-idx1-ubyte", ndim=1)
-        pixels = read_idx(where / f"{prefix}-images-idx3-ubyte", ndim=3) if images else None
+        return [read_idx(where / file, ndim=rank) for file, rank in files]
     except (ValueError, OSError) as error:
         raise RuntimeError(
             f"could not read {name} from {where}: {error}. Fetch a fresh copy (it replaces "
             f"the folder) with: {fetch_command(name, root)}"
         ) from error
-    if pixels is not None and len(pixels) != len(labels):
-        raise RuntimeError(
-            f"could not read {name} from {where}: {len(pixels)} {prefix} images but "
-            f"{len(labels)} labels. Fetch a fresh copy with: {fetch_command(name, root)}"
-        )
-    return pixels, labels
 
 
 def _idx_tensors(name: str, root: Path, prefix: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split ``prefix`` of an IDX dataset as torchvision's class gives it: N×1×28×28 uint8
-    images and int64 labels."""
+    """Split ``prefix`` (``train`` or ``t10k``) of an IDX dataset as torchvision's class gives
+    it: N×1×28×28 uint8 images and int64 labels."""
     import torch  # here: the launcher imports this module for its table, and runs without torch
 
-    pixels, labels = _idx_arrays(name, root, prefix)
-    assert pixels is not None
+    pixels, labels = _read_idx_files(
+        name, root, (f"{prefix}-images-idx3-ubyte", 3), (f"{prefix}-labels-idx1-ubyte", 1)
+    )
+    if len(pixels) != len(labels):
+        raise RuntimeError(
+            f"could not read {name} from {TORCHVISION_SETS[name].location(root)}: "
+            f"{len(pixels)} {prefix} images but {len(labels)} labels. Fetch a fresh copy with: "
+            f"{fetch_command(name, root)}"
+        )
     return torch.from_numpy(pixels[:, None]), torch.from_numpy(labels.astype(np.int64))
 
 
