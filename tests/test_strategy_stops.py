@@ -8,6 +8,7 @@ from flwr.app import ConfigRecord
 from fl_async.scheduling import VirtualClock
 from fl_async.strategies import ASGD, FAILED_STOPS, GSGM, SSGD
 from fl_async.strategies import nodes as nodes_module
+from fl_async.strategies.run import node_wait
 
 TRAIN = ConfigRecord({"local-steps": 2, "lr": 0.3})
 
@@ -123,3 +124,20 @@ def test_a_poll_interval_above_the_backoff_cap_is_kept_while_waiting():
     )
     assert result.stopped_by == "max-wall-time"
     assert 2 <= grid.pulls <= 8, grid.pulls
+
+
+@pytest.mark.parametrize("poll_interval, wait", [(0.02, 0.2), (0.005, 0.05)])
+def test_a_run_waiting_for_its_nodes_looks_every_ten_poll_intervals_at_most_every_02_s(
+    poll_interval, wait
+):
+    """With nothing in flight (every node failed and waits ``RETRY_DELAY`` before its next
+    try) the run looks at the grid every ``node_wait`` seconds: ten poll intervals, at most
+    0.2 s, what the default 0.02 s gives."""
+    assert node_wait(poll_interval) == pytest.approx(wait) and node_wait(0.25) == 0.2
+    grid = FakeGrid(quadratic_fleet(2, seed=1, modes=dict.fromkeys(range(2), "fail")))
+    strategy = ASGD(
+        clock=VirtualClock(seed=0), min_nodes=2, max_failures=2, poll_interval=poll_interval
+    )
+    result = strategy.start(grid, initial_arrays(), num_rounds=5, timeout=5, train_config=TRAIN)
+    assert result.stopped_by == "no-active-nodes"
+    assert strategy._run.node_wait == pytest.approx(wait)

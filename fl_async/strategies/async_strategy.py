@@ -36,7 +36,7 @@ from fl_async.strategies.outbox import Outbox
 from fl_async.strategies.recorder import Recorder
 from fl_async.strategies.result import AsyncResult
 from fl_async.strategies.resume import Auto
-from fl_async.strategies.run import Run
+from fl_async.strategies.run import Run, node_wait
 from fl_async.strategies.stops import Limits, check_pairs, stop_reason
 from fl_async.strategies.tasks import TaskBook
 from fl_async.validation import check_int, check_number
@@ -97,7 +97,8 @@ class AsyncStrategy(Strategy):
         Seeds every task (``task-seed``) together with the node's stable id and task index.
     poll_interval : float (default: 0.02)
         Seconds between pulls while waiting for replies, at first: the wait grows to 0.05 s
-        (or stays at ``poll_interval``, where that is longer).
+        (or stays at ``poll_interval``, where that is longer). While nothing can be sent, the
+        grid is looked at every ten poll intervals, at most every 0.2 s.
     refresh_interval : float (default: 2.0)
         Seconds between looks at the grid's node list (joins and departures).
     guard : UpdateGuard, float or None (default: 3.0)
@@ -297,6 +298,7 @@ class AsyncStrategy(Strategy):
         order, recorder = reply_order(self.clock), Recorder()
         run = Run(self.aggregator, registry, book, outbox, order, recorder, float(timeout))
         run.max_wall_time = max_wall_time
+        run.node_wait = node_wait(self.poll_interval)
         self._run = run
         parts = Parts(self.policy, self.guard, self.task_bases, self.clock)
         self._loop = build(

@@ -56,7 +56,7 @@ class Membership:
                     f"only {len(set(grid.get_node_ids()))} nodes connected after "
                     f"{run.timeout:.0f} s; min_nodes={self.min_nodes}"
                 )
-            time.sleep(0.1)
+            time.sleep(run.node_wait / 2)
         self.refresh(grid)
         while not len(run.registry):
             if time.time() > deadline or run.out_of_wall_time():
@@ -64,7 +64,7 @@ class Membership:
                     "no connected node was admitted (answered the identify query, or was keyed "
                     f"by its node id) within {self._limit()}"
                 )
-            time.sleep(0.1)
+            time.sleep(run.node_wait / 2)
             self.refresh(grid, every=1.0)
 
     def _limit(self) -> str:
@@ -125,7 +125,7 @@ class Membership:
                 return "no-active-nodes"
             if self._deadlocked():
                 return "deadlock"
-            time.sleep(0.2)
+            time.sleep(run.node_wait)
         run.stop_detail = f"no node could take a task within {run.timeout:.0f} s"
         return "no-nodes"
 

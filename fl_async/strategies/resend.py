@@ -69,7 +69,7 @@ class Resender:
         # Replies are handled in virtual-finish order: a saved task sent once replies are being
         # handled could change the history, so a run with a clock waits for its nodes here.
         while self.held and time.time() < self.held_until and not run.out_of_wall_time():
-            time.sleep(0.2)
+            time.sleep(run.node_wait)
             refresh(grid, every=1.0)
         if not run.out_of_wall_time():  # else the run stops at once; its checkpoint keeps them
             self.held_until = 0.0

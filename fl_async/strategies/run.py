@@ -22,6 +22,15 @@ from fl_async.strategies.outbox import Outbox
 from fl_async.strategies.recorder import Recorder
 from fl_async.strategies.tasks import Task, TaskBook
 
+NODE_WAIT = 0.2
+"""The longest wait (seconds) between looks at the grid while nothing can be sent."""
+
+
+def node_wait(poll_interval: float) -> float:
+    """The wait between looks at the grid while waiting for nodes: ten poll intervals, at most
+    ``NODE_WAIT`` (0.2 s from the default 0.02-s poll interval up)."""
+    return min(NODE_WAIT, 10 * poll_interval)
+
 
 @dataclass
 class Run:
@@ -42,6 +51,9 @@ class Run:
     timeout: float
     """Each task's TTL and the longest wait (``start()``'s ``timeout``)."""
     max_wall_time: float | None = None
+    node_wait: float = 0.2
+    """Seconds between looks at the grid while nothing can be sent (waiting for nodes): ten
+    poll intervals, at most 0.2 s (``node_wait``)."""
     keys: list[str] = field(default_factory=list)
     """The names of the model's arrays (``initial_arrays``' keys)."""
     train_config: dict[str, Any] = field(default_factory=dict)
