@@ -181,10 +181,11 @@ def run_app(
     return json.loads((output / HISTORY).read_text())
 
 
-def backend_config(actors: int = 2) -> dict[str, Any]:
+def backend_config(actors: int = 1) -> dict[str, Any]:
     """``actors`` actors of one CPU each: in a Ray that Flower starts with that many CPUs, or in
-    the head at ``RAY_ADDRESS`` (``shared_ray``'s has 2), which takes no CPU count from a driver
-    that joins it."""
+    the head at ``RAY_ADDRESS`` (``shared_ray``'s has 1), which takes no CPU count from a driver
+    that joins it. One by default: each actor costs seconds of CPU to start (Ray, Flower and
+    the app's imports), and no check here needs two."""
     config: dict[str, Any] = {"client_resources": {"num_cpus": 1}}
     if "RAY_ADDRESS" not in os.environ:
         config["init_args"] = {"num_cpus": actors}
@@ -193,14 +194,15 @@ def backend_config(actors: int = 2) -> dict[str, Any]:
 
 @contextmanager
 def shared_ray(directory: Path) -> Iterator[None]:
-    """One Ray head (2 CPUs) that every in-process simulation inside joins (``RAY_ADDRESS``),
-    instead of each starting and stopping a Ray of its own; stopped at the end."""
+    """One Ray head (1 CPU: one actor) that every in-process simulation inside joins
+    (``RAY_ADDRESS``), instead of each starting and stopping a Ray of its own; stopped at the
+    end."""
     import ray._private.ray_constants as ray_constants
 
     from fl_async.app.local_ray import LOOPBACK, RayHead
 
     head = RayHead(
-        2,
+        1,
         dict(os.environ),
         cwd=directory,
         log_file=directory / "ray.log",

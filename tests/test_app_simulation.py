@@ -71,7 +71,7 @@ def run_in_process(output: Path) -> dict:
         num_supernodes=NODES,
         # One actor, where the cluster's run had one per node (two): the virtual clock orders
         # the replies either way.
-        backend_config=simapps.backend_config(actors=1),
+        backend_config=simapps.backend_config(),
     )
     return json.loads((output / HISTORY).read_text())
 

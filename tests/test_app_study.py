@@ -99,7 +99,7 @@ def test_three_datasets_in_one_simulation_that_listens_on_loopback_only(tmp_path
     tag = f"app-study-{os.getpid()}"
     monkeypatch.setenv(TAG_VAR, tag)  # every process of the simulation, to find them by
     out = tmp_path / "out"
-    study = Study(out, app_dir=ROOT, actors=2, runs_at_a_time=len(runs))
+    study = Study(out, app_dir=ROOT, actors=1, runs_at_a_time=len(runs))
     codes: dict[str, int] = {}
     threads = [
         threading.Thread(target=_make, args=(study, name, config, out, codes))
