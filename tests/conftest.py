@@ -1,6 +1,7 @@
 """Test-wide settings: nothing is downloaded, Flower stays quiet, Ray sees no accelerator; and
 fixtures shared by several test files."""
 
+import importlib
 import os
 import sys
 
@@ -28,6 +29,26 @@ for _key, _value in {
 # CPU-seconds a process on two cores. The cache lands in __pycache__ folders, which git ignores.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+FIRST_IMPORTS = {
+    "gw0": ("torchvision",),
+    "gw1": ("flwr_datasets", "datasets", "flwr.serverapp", "hypothesis.strategies"),
+}
+"""What each of the README's two workers imports first when it collects the whole suite."""
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """Each worker starts its collection with other packages (``FIRST_IMPORTS``), both of
+    which every worker imports as it collects. On a fresh install nothing is compiled yet: the
+    two workers compiled the same modules side by side, collection took 80 CPU-seconds and 42 s
+    against 23 and 12 once compiled; started apart, each compiles what the other does not
+    reach first, and later finds the other's bytecode. Nothing is imported that the collection
+    would not import anyway."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker in FIRST_IMPORTS and session.config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        for name in FIRST_IMPORTS[worker]:
+            importlib.import_module(name)
 
 
 @pytest.fixture(autouse=True)
