@@ -53,7 +53,8 @@ def pytest_collection(session: pytest.Session) -> None:
 
 @pytest.fixture(autouse=True)
 def _fast_polls(request, monkeypatch):
-    """Strategies in fast tests poll every millisecond, not every 20 ms (the default).
+    """Strategies in fast tests poll every millisecond, not every 20 ms (the default), and so
+    look at the grid every 10 ms, not every 200 ms, while they wait for nodes (``node_wait``).
 
     Those tests run the loop on in-memory grids that release a reply after a few pulls, so
     the default interval was most of their wall time (3 of the fast tests' 6 worker-minutes)
