@@ -256,20 +256,18 @@ def _open_hf(
     # The snapshot first: a missing dataset is refused before torch and datasets are imported.
     from fl_async.data.hub_cache import hub_snapshot
 
-    try:
-        if plan.kind == "hub":
-            snapshot = hub_snapshot(plan.target, root=hf_root, download=download)
-        else:
+    if plan.kind == "hub":
+        snapshot = hub_snapshot(plan.target, root=hf_root, download=download)
+    else:  # a named set whose torchvision files are not under root: its Hub copy, or neither
+        try:
             snapshot = hub_snapshot(HUB_IDS[plan.target], root=hf_root, download=False)
-    except FileNotFoundError as error:
-        if plan.kind == "hub":
-            raise
-        spec = TORCHVISION_SETS[plan.target]
-        raise FileNotFoundError(
-            f"{name} not found: looked for torchvision's files in {spec.location(_root(root))} "
-            f"and for {HUB_IDS[plan.target]} in the Hugging Face cache; fetch it with: "
-            f"{fetch_command(plan.target, _root(root))}"
-        ) from error
+        except FileNotFoundError as error:
+            spec = TORCHVISION_SETS[plan.target]
+            raise FileNotFoundError(
+                f"{name} not found: looked for torchvision's files in "
+                f"{spec.location(_root(root))} and for {HUB_IDS[plan.target]} in the Hugging "
+                f"Face cache; fetch it with: {fetch_command(plan.target, _root(root))}"
+            ) from error
     from fl_async.data.hf import open_path
 
     return open_path(snapshot, root=hf_root)

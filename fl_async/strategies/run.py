@@ -51,7 +51,7 @@ class Run:
     timeout: float
     """Each task's TTL and the longest wait (``start()``'s ``timeout``)."""
     max_wall_time: float | None = None
-    node_wait: float = 0.2
+    node_wait: float = NODE_WAIT
     """Seconds between looks at the grid while nothing can be sent (waiting for nodes): ten
     poll intervals, at most 0.2 s (``node_wait``)."""
     keys: list[str] = field(default_factory=list)
